@@ -1,0 +1,26 @@
+"""Kernel-side primitives: one function per PTX instruction form, one shim each.
+
+Import as ``from asyncpipe import ptx`` and call inside ``@cuda.jit`` kernels::
+
+    ptx.cp_async_cg_shared_global_16(ptx.addr(smem, i), ptx.addr(a, j))
+    ptx.cp_async_commit_group()
+    ptx.cp_async_wait_group(STAGES - 2)
+
+Each primitive's docstring opens with its PTX line, the PTX ISA version, the minimum SM and who
+must execute it. ``REGISTRY`` lists them all; the modules below hold them, one per shim file.
+"""
+
+from importlib import import_module
+
+from ._registry import REGISTRY, Primitive, shim_dir, simulating
+from .address import addr
+
+MODULES = ("cp_async", "mbarrier", "fence", "bulk", "bulk_tensor", "cluster", "warp")
+
+for _stem in MODULES:
+    _mod = import_module(f"{__name__}.{_stem}")
+    for _name, _p in REGISTRY.items():
+        if _p.stem == _stem:
+            globals()[_name] = getattr(_mod, _name)
+
+__all__ = ["REGISTRY", "Primitive", "addr", "shim_dir", "simulating", "MODULES", *REGISTRY]

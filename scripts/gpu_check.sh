@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# The one command for the GPU machine: installs the carried wheels, runs the GPU test suite,
+# compute-sanitizer over it, the benchmarks and the chapter's nvcc programs, and prints a short
+# table last. Run from the repository root, through the device tool:
+#   run(command="bash scripts/gpu_check.sh", carry=[".whl", ".ref"])
+# .whl holds numpy 2.4 (the image's numpy 2.5 breaks numba-cuda 0.30.4) and pytest; .ref is an
+# ignored copy of ../shared/reference (the yardstick programs; never committed).
+# Environment: STEPS (default "tests sanitizer bench reference"), PYTEST_ARGS, SANITIZER_TOOLS.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/asyncpipe-out}; mkdir -p "$OUT"
+STEPS=${STEPS:-"tests sanitizer bench reference"}
+export PYTHONUNBUFFERED=1
+if [ -d .whl ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target .site .whl/*.whl || exit 1
+  export PYTHONPATH=$PWD/.site:$PWD
+else
+  export PYTHONPATH=$PWD
+fi
+SUMMARY=$OUT/summary.txt; : > "$SUMMARY"
+row() { printf '%-28s %s\n' "$1" "$2" | tee -a "$SUMMARY"; }
+
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee "$OUT/gpu.txt"
+python3 -c "import numpy, numba, numba.cuda as c; print('numpy', numpy.__version__, 'numba-cuda', c.__version__ if hasattr(c,'__version__') else '?')"
+row "gpu" "$(head -1 "$OUT/gpu.txt")"
+row "date / commit" "$(date -u +%F) ${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
+
+if [[ $STEPS == *tests* ]]; then
+  t0=$(date +%s)
+  python3 -m pytest -q -m "gpu or hopper" -p no:cacheprovider ${PYTEST_ARGS:-} tests 2>&1 | tee "$OUT/pytest_gpu.log"
+  row "gpu tests" "$(tail -1 "$OUT/pytest_gpu.log") ($(( $(date +%s) - t0 )) s)"
+fi
+
+if [[ $STEPS == *sanitizer* ]]; then
+  for tool in ${SANITIZER_TOOLS:-memcheck racecheck synccheck}; do
+    t0=$(date +%s)
+    compute-sanitizer --tool "$tool" --error-exitcode 99 --print-limit 20 \
+      python3 -m pytest -q -x -m "gpu or hopper" -p no:cacheprovider ${PYTEST_ARGS:-} tests > "$OUT/sanitizer_$tool.log" 2>&1
+    rc=$?
+    errs=$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$OUT/sanitizer_$tool.log" | tail -1)
+    row "sanitizer $tool" "rc=$rc ${errs:-no summary} $(tail -1 "$OUT/pytest_gpu.log" >/dev/null; grep -E 'passed|failed' "$OUT/sanitizer_$tool.log" | tail -1) ($(( $(date +%s) - t0 )) s)"
+  done
+fi
+
+if [[ $STEPS == *bench* ]] && python3 -c "import asyncpipe.bench" 2>/dev/null; then
+  python3 -m asyncpipe bench --json "$OUT/bench.json" ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log"
+  row "bench" "$OUT/bench.json"
+fi
+
+if [[ $STEPS == *reference* ]] && [ -f .ref/run.sh ]; then
+  bash .ref/run.sh /tmp/asyncpipe-reference 2>&1 | tee "$OUT/reference.log"
+  row "reference (nvcc)" "$(grep -c -E 'TFLOPS|GB/s|PASS' "$OUT/reference.log") result lines"
+fi
+
+echo; echo "==== summary ===="; cat "$SUMMARY"
