@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # The one command for the GPU machine: installs the carried wheels, runs the GPU test suite,
-# compute-sanitizer over it, the benchmarks and the chapter's nvcc programs, and prints a short
+# compute-sanitizer over it, and the benchmarks (with the chapter's nvcc programs as yardsticks), and prints a short
 # table last. Run from the repository root, through the device tool:
 #   run(command="bash scripts/gpu_check.sh", carry=[".whl", ".ref"])
 # .whl holds numpy 2.4 (the image's numpy 2.5 breaks numba-cuda 0.30.4) and pytest; .ref is an
 # ignored copy of ../shared/reference (the yardstick programs; never committed).
-# Environment: STEPS (default "tests sanitizer bench reference"), PYTEST_ARGS, SANITIZER_TOOLS.
+# Environment: STEPS (default "tests sanitizer bench"), PYTEST_ARGS, SANITIZER_TOOLS.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/asyncpipe-out}; mkdir -p "$OUT"
-STEPS=${STEPS:-"tests sanitizer bench reference"}
+STEPS=${STEPS:-"tests sanitizer bench"}
 export PYTHONUNBUFFERED=1
 if [ -d .whl ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target .site .whl/*.whl || exit 1
@@ -43,13 +43,8 @@ if [[ $STEPS == *sanitizer* ]]; then
 fi
 
 if [[ $STEPS == *bench* ]] && python3 -c "import asyncpipe.bench" 2>/dev/null; then
-  python3 -m asyncpipe bench --json "$OUT/bench.json" ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log"
+  python3 -m asyncpipe bench --json "$OUT/bench.json" $( [ -d .ref ] && echo --reference .ref ) ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log"
   row "bench" "$OUT/bench.json"
-fi
-
-if [[ $STEPS == *reference* ]] && [ -f .ref/run.sh ]; then
-  bash .ref/run.sh /tmp/asyncpipe-reference 2>&1 | tee "$OUT/reference.log"
-  row "reference (nvcc)" "$(grep -c -E 'TFLOPS|GB/s|PASS' "$OUT/reference.log") result lines"
 fi
 
 echo; echo "==== summary ===="; cat "$SUMMARY"

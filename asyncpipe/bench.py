@@ -1,0 +1,181 @@
+"""``python -m asyncpipe bench``: every kernel against its yardsticks, measured in the same run.
+
+Yardsticks: cuBLAS SGEMM (through CuPy or PyTorch, TF32 off), the device-to-device copy (bytes read
+plus written), a read-only pass (``sum`` of the same floats), and the chapter's nvcc programs when
+``--reference DIR`` names their folder. One table on stdout, one JSON file with ``gpu``, ``date``,
+``commit`` and ``results``.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+from numba import cuda
+
+from .timing import gbps, time_ms, tflops
+
+
+def _progress(msg: str) -> None:
+    print(f"[bench] {msg}", file=sys.stderr, flush=True)
+
+
+def _commit() -> str:
+    try:
+        here = Path(__file__).resolve().parent
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=here, capture_output=True, text=True)
+        return out.stdout.strip() or "unknown"
+    except OSError:
+        return "unknown"
+
+
+# ------------------------------------------------------------------------------------------------
+# Yardsticks
+# ------------------------------------------------------------------------------------------------
+def cublas_sgemm_tflops(n: int) -> float | None:
+    try:
+        import torch
+
+        torch.backends.cuda.matmul.allow_tf32 = False
+        a, b = torch.randn(n, n, device="cuda"), torch.randn(n, n, device="cuda")
+        return tflops(2.0 * n**3, time_ms(lambda: torch.mm(a, b), reps=30))
+    except ImportError:
+        pass
+    try:
+        import cupy
+
+        a = cupy.random.standard_normal((n, n), dtype=cupy.float32)
+        b = cupy.random.standard_normal((n, n), dtype=cupy.float32)
+        return tflops(2.0 * n**3, time_ms(lambda: cupy.matmul(a, b), reps=30))
+    except ImportError:
+        return None
+
+
+def d2d_copy_gbps(nbytes: int = 1 << 30) -> float:
+    src = cuda.to_device(np.random.default_rng(0).integers(0, 1000, nbytes // 4, dtype=np.int32))
+    dst = cuda.device_array_like(src)
+    return gbps(2.0 * nbytes, time_ms(lambda: dst.copy_to_device(src), reps=30))
+
+
+def d2d_read_gbps(n_floats: int) -> float | None:
+    try:
+        import torch
+
+        x = torch.randn(n_floats, device="cuda")
+        return gbps(4.0 * n_floats, time_ms(lambda: torch.sum(x), reps=30))
+    except ImportError:
+        try:
+            import cupy
+
+            x = cupy.random.standard_normal(n_floats, dtype=cupy.float32)
+            return gbps(4.0 * n_floats, time_ms(lambda: cupy.sum(x), reps=30))
+        except ImportError:
+            return None
+
+
+# ------------------------------------------------------------------------------------------------
+# Kernels
+# ------------------------------------------------------------------------------------------------
+def bench_sgemm(n: int, yard: dict, ref: dict, records: list, stages_list=(2, 3, 4, 5, 6, 7, 8)):
+    from .kernels import sgemm as S
+
+    rng = np.random.default_rng(1)
+    a = cuda.to_device(rng.standard_normal((n, n)).astype(np.float32))
+    b = cuda.to_device(rng.standard_normal((n, n)).astype(np.float32))
+    c = cuda.device_array((n, n), np.float32)
+    flop = 2.0 * n**3
+    configs = [("v4", 1)] + [("cp_async", s) for s in stages_list]
+    for variant, stages in configs:
+        _progress(f"sgemm {variant} stages={stages} n={n}")
+        ms = time_ms(lambda: S.sgemm(a, b, c, stages=stages, variant=variant), reps=20)
+        tf = tflops(flop, ms)
+        vs = {}
+        if yard.get("cublas"):
+            vs["cublas"] = tf / yard["cublas"]
+        twin = "sgemm_v4" if variant == "v4" else f"sgemm_cp_async_s{stages}"
+        if twin in ref:
+            vs["nvcc_seed"] = tf / ref[twin]
+        rec = dict(kernel=f"sgemm_{variant}", shape=[n, n, n], ms=ms, tflops=tf, vs=vs)
+        if variant == "cp_async":
+            rec["stages"] = stages
+        records.append(rec)
+
+
+def bench_tma(n: int, yard: dict, ref: dict, records: list):
+    from .kernels.tma_add_one import add_one
+
+    a = cuda.to_device(np.random.default_rng(2).integers(0, 1000, (n, n), dtype=np.int32))
+    nbytes = 2.0 * a.nbytes
+    for name, kw in (("tma_add_one_chapter", dict(pipelined=False)), ("tma_add_one_pipelined", dict(pipelined=True))):
+        _progress(f"{name} {n}x{n}")
+        ms = time_ms(lambda: add_one(a, **kw), reps=20)
+        g = gbps(nbytes, ms)
+        vs = {"d2d_copy": g / yard["d2d_copy"]}
+        if "tma_add_one" in ref:
+            vs["nvcc_seed"] = g / ref["tma_add_one"]
+        records.append(dict(kernel=name, shape=[n, n], ms=ms, gbps=g, vs=vs))
+
+
+def bench_cluster_sum(n: int, yard: dict, ref: dict, records: list):
+    from .kernels.cluster_sum import THREADS, cluster_sum, pair_sums
+
+    x = cuda.to_device(np.random.default_rng(3).uniform(-1, 1, n).astype(np.float32))
+    out = cuda.device_array(1, np.float64)
+    per_block = 32768
+    clusters = n // (2 * per_block)
+    _progress(f"cluster pair_sum (chapter) n={n}")
+    ms = time_ms(lambda: pair_sums(x, per_block, clusters), reps=20)
+    g = gbps(4.0 * clusters * 2 * per_block, ms)
+    vs = {"d2d_read": g / yard["d2d_read"]} if yard.get("d2d_read") else {}
+    if "cluster_sum" in ref:
+        vs["nvcc_seed"] = g / ref["cluster_sum"]
+    records.append(dict(kernel="cluster_pair_sum_chapter", shape=[n], cluster=2, ms=ms, gbps=g, vs=vs))
+    for cs in (1, 2, 4, 8):
+        _progress(f"cluster_sum cluster={cs} n={n}")
+        ms = time_ms(lambda: cluster_sum(x, cluster_size=cs, out=out), reps=20)
+        g = gbps(4.0 * n, ms)
+        vs = {"d2d_read": g / yard["d2d_read"]} if yard.get("d2d_read") else {}
+        if "cluster_sum" in ref:
+            vs["nvcc_seed"] = g / ref["cluster_sum"]
+        records.append(dict(kernel="cluster_sum", shape=[n], cluster=cs, ms=ms, gbps=g, vs=vs))
+
+
+def run_bench(json_path: str | None = None, reference: str | None = None, quick: bool = False) -> int:
+    dev = cuda.get_current_device()
+    gpu = dev.name.decode() if isinstance(dev.name, bytes) else str(dev.name)
+    n = 1024 if quick else 4096
+    ref = {}
+    if reference:
+        from .reference import run_reference
+
+        _progress(f"building and running the chapter's nvcc programs from {reference}")
+        ref = run_reference(reference, log=_progress)
+    _progress("yardsticks: cuBLAS SGEMM, device-to-device copy, read-only sum")
+    yard = {"cublas": cublas_sgemm_tflops(n), "d2d_copy": d2d_copy_gbps(), "d2d_read": d2d_read_gbps(1 << 29)}
+    records: list = []
+    bench_sgemm(n, yard, ref, records, stages_list=(3,) if quick else (2, 3, 4, 5, 6, 7, 8))
+    bench_tma(4096 if quick else 16384, yard, ref, records)
+    bench_cluster_sum(1 << (24 if quick else 29), yard, ref, records)
+
+    doc = dict(gpu=gpu, date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+               commit=_commit(), yardsticks={**yard, **{f"nvcc_{k}": v for k, v in ref.items()}}, results=records)
+    print(format_table(doc))
+    if json_path:
+        Path(json_path).write_text(json.dumps(doc, indent=1))
+    return 0
+
+
+def format_table(doc: dict) -> str:
+    lines = [f"{doc['gpu']}  {doc['date']}  commit {doc['commit']}",
+             "yardsticks: " + ", ".join(f"{k}={v:.1f}" for k, v in doc["yardsticks"].items() if v),
+             f"{'kernel':24s} {'shape':18s} {'st/cl':>6s} {'ms':>8s} {'TFLOPS|GB/s':>12s}  ratios"]
+    for r in doc["results"]:
+        fig = f"{r['tflops']:.1f} TF" if "tflops" in r else f"{r['gbps']:.0f} GB/s"
+        vs = " ".join(f"{k}={v:.2f}x" for k, v in r["vs"].items())
+        lines.append(f"{r['kernel']:24s} {'x'.join(map(str, r['shape'])):18s} {r.get('stages', r.get('cluster', '')):>6} "
+                     f"{r['ms']:8.3f} {fig:>12s}  {vs}")
+    return "\n".join(lines)

@@ -1,0 +1,212 @@
+"""Compile-time unrolling for numba kernels: the one place where kernels get their loops unrolled.
+
+numba neither unrolls ``for i in range(8)`` reliably nor keeps a ``cuda.local.array`` indexed by
+a loop variable in registers. Register-tiled kernels need both, so they are written with two
+markers and passed through :func:`unrolled`, which rewrites the function's syntax tree before numba
+sees it:
+
+``for i in unroll(N):``
+    the body is repeated N times with ``i`` replaced by 0, 1, ..., N-1 (N a constant);
+``acc = registers(TM, TN)``
+    a register array: after unrolling every ``acc[m, n]`` has constant indices and becomes a
+    plain local variable ``acc__m_n`` (initialised to ``0.0`` of the given dtype).
+
+Array indices are made unsigned, as in CUDA C (``arr[i]`` becomes ``arr[uint64(i)]``): numba
+otherwise guards every signed index against negative values ("wrap-around"), which costs a compare
+and a select per load in the inner loop. Negative indices therefore do not count from the end.
+
+Everything else (names of constants such as ``BM`` or ``STAGES``) is resolved from the keyword
+arguments of :func:`unrolled` and the function's globals, like any numba global.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import hashlib
+import importlib.util
+import inspect
+import os
+import itertools
+import textwrap
+from pathlib import Path
+from typing import Any
+
+
+def unroll(n):  # pragma: no cover - a marker, rewritten away by unrolled()
+    """Marker: ``for i in unroll(N)`` is expanded at compile time (see the module doc)."""
+    return range(n)
+
+
+def registers(*shape, dtype=None):  # pragma: no cover - a marker, rewritten away by unrolled()
+    """Marker: a register array with compile-time shape (see the module doc)."""
+    raise RuntimeError("registers() only works inside a function passed through unrolled()")
+
+
+class UnrollError(SyntaxError):
+    pass
+
+
+def _const(node: ast.AST, env: dict[str, Any]):
+    """Evaluate a compile-time constant expression (numbers, names bound in env, arithmetic)."""
+    try:
+        return eval(compile(ast.Expression(body=node), "<unroll>", "eval"), {"__builtins__": {}}, env)
+    except Exception as exc:  # noqa: BLE001
+        raise UnrollError(f"not a compile-time constant: {ast.unparse(node)} ({exc})") from None
+
+
+class _Substitute(ast.NodeTransformer):
+    def __init__(self, name: str, value: int):
+        self.name, self.value = name, value
+
+    def visit_Name(self, node):
+        if node.id == self.name and isinstance(node.ctx, ast.Load):
+            return ast.copy_location(ast.Constant(self.value), node)
+        return node
+
+
+class _Unroll(ast.NodeTransformer):
+    def __init__(self, env: dict[str, Any], local_names: set[str], c_indexing: bool):
+        self.env = env
+        self.c_indexing = c_indexing
+        self.local_names = local_names
+        self.registers: dict[str, tuple[tuple[int, ...], ast.AST | None]] = {}
+
+    # BM * BK -> 1024 when every name in it is a numeric constant (numba wants literal shapes)
+    def _foldable(self, node) -> bool:
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Name):
+                if sub.id in self.local_names or not isinstance(self.env.get(sub.id), (int, float)):
+                    return False
+                if isinstance(self.env[sub.id], bool):
+                    return False
+            elif not isinstance(sub, (ast.BinOp, ast.UnaryOp, ast.Constant, ast.operator, ast.unaryop,
+                                      ast.Load)):
+                return False
+        return True
+
+    def visit_BinOp(self, node):
+        self.generic_visit(node)
+        if self._foldable(node):
+            return ast.copy_location(ast.Constant(_const(node, self.env)), node)
+        return node
+
+    # for i in unroll(N): body  ->  body[i=0]; body[i=1]; ...
+    def visit_For(self, node):
+        it = node.iter
+        if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "unroll":
+            if not isinstance(node.target, ast.Name) or node.orelse:
+                raise UnrollError("unroll loops take one loop variable and no else")
+            n = int(_const(it.args[0], self.env))
+            out = []
+            for k in range(n):
+                body = [_Substitute(node.target.id, k).visit(copy.deepcopy(s)) for s in node.body]
+                for stmt in body:
+                    res = self.visit(stmt)
+                    out.extend(res if isinstance(res, list) else [res])
+            return out or [ast.Pass()]
+        self.generic_visit(node)
+        return node
+
+    # acc = registers(TM, TN, dtype=float32)  ->  acc__0_0 = float32(0); ...
+    def visit_Assign(self, node):
+        v = node.value
+        if isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and v.func.id == "registers":
+            (target,) = node.targets
+            shape = tuple(int(_const(a, self.env)) for a in v.args)
+            dtype = next((kw.value for kw in v.keywords if kw.arg == "dtype"), None)
+            self.registers[target.id] = (shape, dtype)
+            zero = ast.Constant(0.0)
+            init = ast.Call(func=dtype, args=[zero], keywords=[]) if dtype is not None else zero
+            return [
+                ast.copy_location(
+                    ast.Assign(targets=[ast.Name(self._reg(target.id, idx), ast.Store())], value=copy.deepcopy(init)),
+                    node,
+                )
+                for idx in itertools.product(*(range(s) for s in shape))
+            ]
+        self.generic_visit(node)
+        return node
+
+    def visit_Subscript(self, node):
+        self.generic_visit(node)
+        if isinstance(node.value, ast.Name) and node.value.id in self.registers:
+            shape, _ = self.registers[node.value.id]
+            idx = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+            vals = tuple(int(_const(i, self.env)) for i in idx)
+            if len(vals) != len(shape) or any(not 0 <= v < s for v, s in zip(vals, shape)):
+                raise UnrollError(f"register index {vals} outside {node.value.id}{shape}")
+            return ast.copy_location(ast.Name(self._reg(node.value.id, vals), node.ctx), node)
+        if self.c_indexing and not isinstance(node.slice, ast.Slice):
+            elts = node.slice.elts if isinstance(node.slice, ast.Tuple) else None
+            if elts is None:
+                node.slice = self._unsigned(node.slice)
+            elif not any(isinstance(e, ast.Slice) for e in elts):
+                node.slice = ast.Tuple([self._unsigned(e) for e in elts], ast.Load())
+        return node
+
+    @staticmethod
+    def _unsigned(index):
+        return ast.Call(func=ast.Name(_U64, ast.Load()), args=[index], keywords=[])
+
+    @staticmethod
+    def _reg(name, idx):
+        return f"{name}__{'_'.join(map(str, idx))}"
+
+
+_U64 = "__asyncpipe_uint64"
+
+
+def unrolled(fn=None, /, *, c_indexing=True, **constants):
+    """Return ``fn`` with its ``unroll`` loops expanded and its ``registers`` arrays scalarised,
+    compile-time names taken from ``constants`` first, then from ``fn``'s globals.
+
+    Use as a decorator (``@unrolled``) or a call (``unrolled(fn, BM=128)``): the result is a plain
+    Python function, ready for ``cuda.jit``.
+    """
+    if fn is None:
+        return lambda f: unrolled(f, c_indexing=c_indexing, **constants)
+    src = textwrap.dedent(inspect.getsource(fn))
+    tree = ast.parse(src)
+    fdef = tree.body[0]
+    fdef.decorator_list = []
+    env = {**fn.__globals__, **constants}
+    local_names = {a.arg for a in fdef.args.args} | {
+        n.id for n in ast.walk(fdef) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+    }
+    fdef = _Unroll(env, local_names, c_indexing).visit(fdef)
+    tree.body[0] = fdef
+    ast.fix_missing_locations(tree)
+    from numba import uint64
+
+    source = ast.unparse(tree) + "\n"
+    module = _load_as_module(fn, source, constants, {**fn.__globals__, **constants, _U64: uint64})
+    out = getattr(module, fn.__name__)
+    out.__doc__ = fn.__doc__
+    out.__wrapped__ = fn
+    out.unrolled_source = source
+    return out
+
+
+def cache_dir() -> Path:
+    """Where unrolled sources are written: ``$ASYNCPIPE_CACHE_DIR`` or ``~/.cache/asyncpipe``."""
+    base = os.environ.get("ASYNCPIPE_CACHE_DIR") or Path.home() / ".cache" / "asyncpipe"
+    return Path(base) / "unrolled"
+
+
+def _load_as_module(fn, source: str, constants: dict, namespace: dict):
+    """Run the unrolled source from a real file, so that numba's on-disk cache (``cache=True``) can
+    key on it: the file is named by a hash of its text and written once, keeping its mtime stable."""
+    tag = ",".join(f"{k}={getattr(v, '__name__', repr(v))}" for k, v in sorted(constants.items()))
+    digest = hashlib.sha1(f"{fn.__module__}.{fn.__qualname__}|{tag}|{source}".encode()).hexdigest()[:16]
+    path = cache_dir() / f"{fn.__name__}_{digest}.py"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(f"# unrolled from {fn.__module__}.{fn.__qualname__} with {tag}\n{source}")
+        os.replace(tmp, path)
+    spec = importlib.util.spec_from_file_location(f"asyncpipe_unrolled.{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    module.__dict__.update({k: v for k, v in namespace.items() if not k.startswith("__") or k == _U64})
+    spec.loader.exec_module(module)
+    return module

@@ -1,0 +1,163 @@
+"""cp.async.bulk.tensor: one thread has the TMA unit copy a *box* of a tensor between global and shared
+memory, the tensor and box described by a 128-byte tensor map (``asyncpipe.host.TensorMap``).
+
+Operands, as every function below takes them:
+
+- ``dst`` / ``src``: ``addr(...)`` of this CTA's shared memory, 128-byte aligned
+  (``constants.BULK_SMEM_ALIGN_TENSOR``); the box lands row-major, innermost dimension fastest
+  (permuted as the map's swizzle says).
+- ``tmap``: the generic address of the map, ``addr(tmap, 0)`` of the TensorMap passed as a kernel
+  argument. A map written to global memory from the host must first be acquired by the issuing thread
+  with ``fence_proxy_tensormap_generic_acquire_gpu(addr(tmap, 0))`` (see ``TensorMap``).
+- ``c0..c4``: int32 element coordinates of the box's first element, innermost dimension first as in
+  PTX (the reverse of numpy's order). They may be negative or run past the edge: a load fills the
+  missing elements (zero, or NaN for a float map made with ``oob_fill="nan"``) and still delivers the
+  whole box's bytes; a store writes only the elements inside the tensor.
+- ``bar``: ``addr(...)`` of an ``np.uint64`` shared mbarrier of this CTA; the copy performs
+  ``complete_tx(box bytes)`` on it, so expect ``TensorMap.box_bytes`` with ``mbarrier_arrive_expect_tx``.
+- ``cta_mask`` (multicast): uint16, bit ``r`` set = deliver to the CTA of rank ``r`` in the cluster, at
+  the same shared offsets ``dst`` and ``bar`` as in the issuing CTA. Each receiving CTA's barrier sees
+  ``complete_tx`` of the bytes it received.
+
+Stores join this thread's bulk async-group: ``cp_async_bulk_commit_group`` and
+``cp_async_bulk_wait_group_read`` (in ``bulk``) follow them. Before a store, the threads that wrote the
+box run ``fence_proxy_async_shared_cta`` and the block passes a barrier.
+"""
+
+from ._registry import primitive
+
+_ONE = "one thread (typically elected); the TMA unit does the copy"
+_MC = ("one thread of one CTA (typically elected); every CTA in cta_mask must have initialised its "
+       "mbarrier and made it visible cluster-wide first")
+
+# --- 1d ---------------------------------------------------------------------------------------------
+@primitive("void(voidptr, voidptr, int32, voidptr)",
+           ptx="cp.async.bulk.tensor.1d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
+               "[dst], [tmap, {c0}], [bar];",
+           isa=80, sm=90, who=_ONE, sass=("UTMALDG.1D",))
+def cp_async_bulk_tensor_1d_shared_global(dst, tmap, c0, bar):
+    """Loads the 1-D box at (c0) into ``dst`` and completes its bytes on ``bar``."""
+
+
+@primitive("void(voidptr, voidptr, int32, voidptr, uint16)",
+           ptx="cp.async.bulk.tensor.1d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+               ".multicast::cluster [dst], [tmap, {c0}], [bar], cta_mask;",
+           isa=80, sm=90, who=_MC, sass=("UTMALDG.1D.MULTICAST",), arch_specific=True)
+def cp_async_bulk_tensor_1d_shared_global_multicast(dst, tmap, c0, bar, cta_mask):
+    """Loads the 1-D box at (c0) once and delivers it to ``dst`` in every CTA of ``cta_mask``, each
+    completing its bytes on its own ``bar``."""
+
+
+@primitive("void(voidptr, int32, voidptr)",
+           ptx="cp.async.bulk.tensor.1d.global.shared::cta.tile.bulk_group [tmap, {c0}], [src];",
+           isa=80, sm=90, who=_ONE, sass=("UTMASTG.1D",))
+def cp_async_bulk_tensor_1d_global_shared(tmap, c0, src):
+    """Stores the 1-D box in ``src`` at (c0), in this thread's bulk async-group; elements outside
+    the tensor are not written."""
+
+# --- 2d ---------------------------------------------------------------------------------------------
+@primitive("void(voidptr, voidptr, int32, int32, voidptr)",
+           ptx="cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
+               "[dst], [tmap, {c0, c1}], [bar];",
+           isa=80, sm=90, who=_ONE, sass=("UTMALDG.2D",))
+def cp_async_bulk_tensor_2d_shared_global(dst, tmap, c0, c1, bar):
+    """Loads the 2-D box at (c0, c1) into ``dst`` and completes its bytes on ``bar``."""
+
+
+@primitive("void(voidptr, voidptr, int32, int32, voidptr, uint16)",
+           ptx="cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+               ".multicast::cluster [dst], [tmap, {c0, c1}], [bar], cta_mask;",
+           isa=80, sm=90, who=_MC, sass=("UTMALDG.2D.MULTICAST",), arch_specific=True)
+def cp_async_bulk_tensor_2d_shared_global_multicast(dst, tmap, c0, c1, bar, cta_mask):
+    """Loads the 2-D box at (c0, c1) once and delivers it to ``dst`` in every CTA of ``cta_mask``, each
+    completing its bytes on its own ``bar``."""
+
+
+@primitive("void(voidptr, int32, int32, voidptr)",
+           ptx="cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group [tmap, {c0, c1}], [src];",
+           isa=80, sm=90, who=_ONE, sass=("UTMASTG.2D",))
+def cp_async_bulk_tensor_2d_global_shared(tmap, c0, c1, src):
+    """Stores the 2-D box in ``src`` at (c0, c1), in this thread's bulk async-group; elements outside
+    the tensor are not written."""
+
+# --- 3d ---------------------------------------------------------------------------------------------
+@primitive("void(voidptr, voidptr, int32, int32, int32, voidptr)",
+           ptx="cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
+               "[dst], [tmap, {c0, c1, c2}], [bar];",
+           isa=80, sm=90, who=_ONE, sass=("UTMALDG.3D",))
+def cp_async_bulk_tensor_3d_shared_global(dst, tmap, c0, c1, c2, bar):
+    """Loads the 3-D box at (c0, c1, c2) into ``dst`` and completes its bytes on ``bar``."""
+
+
+@primitive("void(voidptr, voidptr, int32, int32, int32, voidptr, uint16)",
+           ptx="cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+               ".multicast::cluster [dst], [tmap, {c0, c1, c2}], [bar], cta_mask;",
+           isa=80, sm=90, who=_MC, sass=("UTMALDG.3D.MULTICAST",), arch_specific=True)
+def cp_async_bulk_tensor_3d_shared_global_multicast(dst, tmap, c0, c1, c2, bar, cta_mask):
+    """Loads the 3-D box at (c0, c1, c2) once and delivers it to ``dst`` in every CTA of ``cta_mask``, each
+    completing its bytes on its own ``bar``."""
+
+
+@primitive("void(voidptr, int32, int32, int32, voidptr)",
+           ptx="cp.async.bulk.tensor.3d.global.shared::cta.tile.bulk_group [tmap, {c0, c1, c2}], [src];",
+           isa=80, sm=90, who=_ONE, sass=("UTMASTG.3D",))
+def cp_async_bulk_tensor_3d_global_shared(tmap, c0, c1, c2, src):
+    """Stores the 3-D box in ``src`` at (c0, c1, c2), in this thread's bulk async-group; elements outside
+    the tensor are not written."""
+
+# --- 4d ---------------------------------------------------------------------------------------------
+@primitive("void(voidptr, voidptr, int32, int32, int32, int32, voidptr)",
+           ptx="cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
+               "[dst], [tmap, {c0, c1, c2, c3}], [bar];",
+           isa=80, sm=90, who=_ONE, sass=("UTMALDG.4D",))
+def cp_async_bulk_tensor_4d_shared_global(dst, tmap, c0, c1, c2, c3, bar):
+    """Loads the 4-D box at (c0, c1, c2, c3) into ``dst`` and completes its bytes on ``bar``."""
+
+
+@primitive("void(voidptr, voidptr, int32, int32, int32, int32, voidptr, uint16)",
+           ptx="cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+               ".multicast::cluster [dst], [tmap, {c0, c1, c2, c3}], [bar], cta_mask;",
+           isa=80, sm=90, who=_MC, sass=("UTMALDG.4D.MULTICAST",), arch_specific=True)
+def cp_async_bulk_tensor_4d_shared_global_multicast(dst, tmap, c0, c1, c2, c3, bar, cta_mask):
+    """Loads the 4-D box at (c0, c1, c2, c3) once and delivers it to ``dst`` in every CTA of ``cta_mask``, each
+    completing its bytes on its own ``bar``."""
+
+
+@primitive("void(voidptr, int32, int32, int32, int32, voidptr)",
+           ptx="cp.async.bulk.tensor.4d.global.shared::cta.tile.bulk_group [tmap, {c0, c1, c2, c3}], [src];",
+           isa=80, sm=90, who=_ONE, sass=("UTMASTG.4D",))
+def cp_async_bulk_tensor_4d_global_shared(tmap, c0, c1, c2, c3, src):
+    """Stores the 4-D box in ``src`` at (c0, c1, c2, c3), in this thread's bulk async-group; elements outside
+    the tensor are not written."""
+
+# --- 5d ---------------------------------------------------------------------------------------------
+@primitive("void(voidptr, voidptr, int32, int32, int32, int32, int32, voidptr)",
+           ptx="cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
+               "[dst], [tmap, {c0, c1, c2, c3, c4}], [bar];",
+           isa=80, sm=90, who=_ONE, sass=("UTMALDG.5D",))
+def cp_async_bulk_tensor_5d_shared_global(dst, tmap, c0, c1, c2, c3, c4, bar):
+    """Loads the 5-D box at (c0, c1, c2, c3, c4) into ``dst`` and completes its bytes on ``bar``."""
+
+
+@primitive("void(voidptr, voidptr, int32, int32, int32, int32, int32, voidptr, uint16)",
+           ptx="cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+               ".multicast::cluster [dst], [tmap, {c0, c1, c2, c3, c4}], [bar], cta_mask;",
+           isa=80, sm=90, who=_MC, sass=("UTMALDG.5D.MULTICAST",), arch_specific=True)
+def cp_async_bulk_tensor_5d_shared_global_multicast(dst, tmap, c0, c1, c2, c3, c4, bar, cta_mask):
+    """Loads the 5-D box at (c0, c1, c2, c3, c4) once and delivers it to ``dst`` in every CTA of ``cta_mask``, each
+    completing its bytes on its own ``bar``."""
+
+
+@primitive("void(voidptr, int32, int32, int32, int32, int32, voidptr)",
+           ptx="cp.async.bulk.tensor.5d.global.shared::cta.tile.bulk_group [tmap, {c0, c1, c2, c3, c4}], [src];",
+           isa=80, sm=90, who=_ONE, sass=("UTMASTG.5D",))
+def cp_async_bulk_tensor_5d_global_shared(tmap, c0, c1, c2, c3, c4, src):
+    """Stores the 5-D box in ``src`` at (c0, c1, c2, c3, c4), in this thread's bulk async-group; elements outside
+    the tensor are not written."""
+
+# --- prefetch ---------------------------------------------------------------------------------------
+@primitive("void(voidptr)", ptx="prefetch.tensormap [tmap];", isa=80, sm=90, who="any thread",
+           sass=("UTMACCTL.PF",))
+def prefetch_tensormap(tmap):
+    """Brings the tensor map at ``tmap`` (generic address) into the TMA unit's cache ahead of the first
+    copy that uses it: a hint, no ordering (it replaces no fence)."""

@@ -1,0 +1,298 @@
+"""TensorMap: every validation rule offline (made-up shapes, strides and pointers), then real maps on a GPU."""
+
+import numpy as np
+import pytest
+
+from asyncpipe.constants import GLOBAL_STRIDE_MAX
+from asyncpipe.errors import AsyncpipeError, UnsupportedDeviceError
+from asyncpipe.host.tensor_map import TensorMap, _encode, describe_array, validate_tiled
+from tests.conftest import gpu_cc
+
+ADDR = 0x7F00_0000_0000          # a made-up, 256-byte aligned device address
+
+
+class FakeDeviceArray:
+    """Exposes only a ``__cuda_array_interface__``: nothing is ever dereferenced offline."""
+
+    def __init__(self, shape, typestr="<i4", address=ADDR, strides=None, mask=None):
+        self.__cuda_array_interface__ = {
+            "shape": tuple(shape), "typestr": typestr, "data": (address, False), "strides": strides,
+            "version": 3, "stream": None, "mask": mask,
+        }
+
+
+def layout(**over):
+    """A valid 2-D int32 map (64 x 128, box 16 x 32) with some fields replaced."""
+    args = dict(address=ADDR, shape=(64, 128), strides=(512, 4), dtype="int32", box=(16, 32))
+    args.update(over)
+    return validate_tiled(**args)
+
+
+def refused(match_rule, match_value, fn, *args, **kwargs):
+    """Call ``fn``, expect an AsyncpipeError whose message names the rule and the value."""
+    with pytest.raises(AsyncpipeError) as info:
+        fn(*args, **kwargs)
+    msg = str(info.value)
+    assert msg.startswith("TensorMap.tiled: "), msg
+    assert match_rule in msg, f"rule {match_rule!r} not in: {msg}"
+    assert f"got {match_value}" in msg or (", got " in msg and match_value in msg.split(", got ", 1)[1]), \
+        f"value {match_value!r} not in: {msg}"
+    return info.value
+
+
+# ---------------------------------------------------------------------------------------------
+# Valid maps: order and sizes
+# ---------------------------------------------------------------------------------------------
+def test_layout_is_reversed_into_cuda_order():
+    lay = layout(shape=(8, 64, 128), strides=(64 * 512, 512, 4), box=(2, 16, 32))
+    assert lay.rank == 3
+    assert lay.cuda_dims == [128, 64, 8]
+    assert lay.cuda_strides == [512, 64 * 512]      # rank - 1 strides, innermost-but-one first
+    assert lay.cuda_box == [32, 16, 2]
+    assert lay.cuda_element_strides == [1, 1, 1]
+    assert lay.box_bytes == 2 * 16 * 32 * 4
+
+
+def test_box_bytes_with_element_strides():
+    # ceil(16 / 3) = 6 rows; the innermost element stride is ignored without interleave
+    lay = layout(box=(16, 32), element_strides=(3, 2))
+    assert lay.box_elements == (6, 32)
+    assert lay.box_bytes == 6 * 32 * 4
+
+
+def test_describe_array_c_contiguous():
+    desc = describe_array(FakeDeviceArray((4, 6, 8), "<f4"))
+    assert desc.address == ADDR and desc.shape == (4, 6, 8) and desc.dtype == "float32"
+    assert desc.strides == (6 * 8 * 4, 8 * 4, 4)
+
+
+def test_describe_array_strided_view():
+    desc = describe_array(FakeDeviceArray((40, 52), "<f4", address=ADDR + 2624, strides=(320, 4)))
+    assert desc.strides == (320, 4) and desc.address == ADDR + 2624
+    lay = validate_tiled(desc.address, desc.shape, desc.strides, desc.dtype, (16, 32))
+    assert lay.cuda_strides == [320]
+
+
+def test_bfloat16_by_explicit_dtype():
+    assert describe_array(FakeDeviceArray((16, 64), "<u2"), dtype="bfloat16").dtype == "bfloat16"
+    assert describe_array(FakeDeviceArray((16, 64), "<u2"), dtype=np.float16).dtype == "float16"
+
+
+def test_valid_options_accepted():
+    lay = layout(shape=(64, 128), strides=(256, 2), dtype="bfloat16", box=(8, 64), swizzle="128B",
+                 l2_promotion="256B", oob_fill="nan")
+    assert lay.box_bytes == 8 * 64 * 2
+
+
+# ---------------------------------------------------------------------------------------------
+# One test per rule
+# ---------------------------------------------------------------------------------------------
+def test_not_a_device_array():
+    refused("must live in device memory", "ndarray", describe_array, np.zeros((16, 32), np.int32))
+
+
+def test_masked_array():
+    refused("masked arrays", "a mask", describe_array, FakeDeviceArray((16, 32), mask=object()))
+
+
+def test_unsupported_dtype_from_typestr():
+    refused("dtype must be one of", "int8", describe_array, FakeDeviceArray((16, 32), "|i1"))
+
+
+def test_unsupported_dtype_name():
+    refused("dtype must be one of", "'complex64'", layout, dtype="complex64")
+
+
+def test_big_endian():
+    refused("native (little-endian) byte order", ">i4", describe_array, FakeDeviceArray((16, 32), ">i4"))
+
+
+def test_explicit_dtype_of_another_size():
+    refused("must have the array's element size, 2 bytes", "float32 of 4 bytes",
+            describe_array, FakeDeviceArray((16, 32), "<u2"), dtype="float32")
+
+
+@pytest.mark.parametrize("option,value", [("swizzle", "256B"), ("interleave", "8B"), ("l2_promotion", "512B"),
+                                          ("oob_fill", "inf")])
+def test_unknown_option(option, value):
+    refused(f"{option} must be one of", repr(value), layout, **{option: value})
+
+
+def test_nan_fill_needs_float():
+    refused("oob_fill='nan' needs a floating-point dtype", "int32", layout, oob_fill="nan")
+
+
+def test_rank_zero():
+    refused("the tensor must have 1..5 dimensions", "rank 0", layout, shape=(), strides=(), box=())
+
+
+def test_rank_six():
+    refused("the tensor must have 1..5 dimensions", "rank 6",
+            layout, shape=(2,) * 5 + (32,), strides=(128,) * 5 + (4,), box=(1,) * 5 + (4,))
+
+
+def test_interleave_needs_rank_three():
+    refused("an interleaved tensor must have at least 3 dimensions", "rank 2", layout, interleave="16B")
+
+
+def test_empty_dimension():
+    refused("every dimension must have 1..2**32 elements", "shape[0] = 0", layout, shape=(0, 128))
+
+
+def test_global_address_alignment():
+    refused("the global address must be 16-byte aligned", hex(ADDR + 8), layout, address=ADDR + 8)
+
+
+def test_global_address_alignment_interleave_32b():
+    refused("the global address must be 32-byte aligned", hex(ADDR + 16),
+            layout, address=ADDR + 16, shape=(4, 64, 128), strides=(64 * 512, 512, 4), box=(1, 16, 8),
+            interleave="32B", swizzle="32B")
+
+
+def test_innermost_not_contiguous():
+    # every other int32 of a wider array: the innermost byte stride is 8, not 4
+    arr = FakeDeviceArray((64, 64), "<i4", strides=(512, 8))
+    desc = describe_array(arr)
+    refused("the innermost dimension must be contiguous", "innermost stride 8 bytes",
+            validate_tiled, desc.address, desc.shape, desc.strides, desc.dtype, (16, 32))
+
+
+def test_outer_stride_not_multiple_of_16():
+    # 100 x 7 int32, C-contiguous: the row stride is 28 bytes
+    desc = describe_array(FakeDeviceArray((100, 7), "<i4"))
+    refused("every byte stride but the innermost must be a positive multiple of 16 bytes", "strides[0] = 28 bytes",
+            validate_tiled, desc.address, desc.shape, desc.strides, desc.dtype, (16, 4))
+
+
+def test_stride_too_large():
+    refused("every byte stride must be below 2**40", f"strides[0] = {GLOBAL_STRIDE_MAX} bytes",
+            layout, shape=(2, 128), strides=(GLOBAL_STRIDE_MAX, 4), box=(1, 32))
+
+
+def test_box_rank_mismatch():
+    refused("box must have one entry per dimension (rank 2)", "(16, 32, 1)", layout, box=(16, 32, 1))
+
+
+@pytest.mark.parametrize("bad", [0, 257])
+def test_box_size_range(bad):
+    refused("every box size must be 1..256 elements", f"box[0] = {bad}",
+            layout, shape=(512, 128), box=(bad, 32))
+
+
+def test_box_larger_than_tensor_is_allowed():
+    # a box may hang over the tensor on every side: TMA fills what is outside (small tensors, edges)
+    assert layout(shape=(8, 4)).box == (16, 32)
+
+
+def test_inner_box_bytes_multiple_of_16():
+    refused("the box's innermost row must be a multiple of 16 bytes", "6 * 4 = 24 bytes", layout, box=(16, 6))
+
+
+@pytest.mark.parametrize("swizzle,span", [("32B", 32), ("64B", 64), ("128B", 128)])
+def test_inner_box_bytes_within_swizzle_span(swizzle, span):
+    cols = span // 4 * 2
+    refused(f"with swizzle {swizzle!r} the box's innermost row must be at most {span} bytes",
+            f"{cols} * 4 = {cols * 4} bytes", layout, box=(8, cols), swizzle=swizzle)
+
+
+def test_interleave_32b_needs_swizzle_32b():
+    refused("interleave '32B' needs swizzle '32B'", "'none'",
+            layout, shape=(4, 64, 128), strides=(64 * 512, 512, 4), box=(1, 16, 8), interleave="32B")
+
+
+@pytest.mark.parametrize("bad", [0, 9])
+def test_element_stride_range(bad):
+    refused("every element stride must be 1..8", f"element_strides[0] = {bad}", layout, element_strides=(bad, 1))
+
+
+def test_element_strides_rank_mismatch():
+    refused("element_strides must have one entry per dimension (rank 2)", "(1,)", layout, element_strides=(1,))
+
+
+def test_message_format():
+    err = refused("every box size", "box[1] = 300", layout, box=(16, 300))
+    assert err.api == "TensorMap.tiled" and err.source == "cuTensorMapEncodeTiled"
+    assert str(err) == (f"TensorMap.tiled: {err.rule} [cuTensorMapEncodeTiled], got {err.got}")
+
+
+@pytest.mark.parametrize("rank", range(1, 6))
+def test_encode_arguments_marshal(rank):
+    """cuda.bindings takes the arrays as cuuint64_t / cuuint32_t lists: a plain int list is a TypeError
+    raised before the driver is reached, so this catches it even with no driver."""
+    shape = (3,) * (rank - 1) + (64,)
+    strides = tuple(256 * 3 ** (rank - 2 - i) for i in range(rank - 1)) + (4,)
+    lay = layout(shape=shape, strides=strides, box=(2,) * (rank - 1) + (32,), swizzle="128B",
+                 l2_promotion="256B", element_strides=(1,) * rank)
+    try:
+        _encode(lay)
+    except TypeError as exc:
+        pytest.fail(f"the driver call's arguments did not convert: {exc}")
+    except Exception:   # no driver here, or the driver's answer: either way the arguments went through
+        pass
+
+
+# ---------------------------------------------------------------------------------------------
+# No GPU: validation first, then a clear refusal
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.skipif(gpu_cc() is not None, reason="a GPU is visible: TensorMap.tiled would succeed")
+def test_no_gpu_refused_after_validation():
+    with pytest.raises(AsyncpipeError, match="multiple of 16 bytes"):      # validation runs first
+        TensorMap.tiled(FakeDeviceArray((64, 128)), (16, 6))
+    with pytest.raises(UnsupportedDeviceError) as info:
+        TensorMap.tiled(FakeDeviceArray((64, 128)), (16, 32))
+    assert "TensorMap.tiled" in str(info.value) and "got none" in str(info.value)
+
+
+# ---------------------------------------------------------------------------------------------
+# GPU: real maps
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.gpu
+@pytest.mark.hopper
+def test_tiled_on_gpu():
+    from numba import cuda
+
+    a = cuda.to_device(np.zeros((64, 128), np.float32))
+    tmap = TensorMap.tiled(a, (16, 32), swizzle="128B", oob_fill="nan")
+    assert tmap.shape == (64, 128) and tmap.box == (16, 32) and tmap.dtype == "float32"
+    assert tmap.rank == 2 and tmap.box_bytes == 16 * 32 * 4 and tmap.array is a
+    words = tmap.words()
+    assert words.dtype == np.uint64 and words.shape == (16,) and words.any()
+    cai = tmap.__cuda_array_interface__
+    assert cai["shape"] == (16,) and np.dtype(cai["typestr"]) == np.uint64
+    assert cai["data"][0] % 64 == 0                                  # a CUtensorMap is 64-byte aligned
+    assert "box=(16, 32)" in repr(tmap) and "swizzle='128B'" in repr(tmap)
+
+    @cuda.jit
+    def read_words(tm, out):                                          # the map arrives as uint64[16]
+        i = cuda.threadIdx.x
+        out[i] = tm[i]
+
+    out = cuda.to_device(np.zeros(16, np.uint64))
+    read_words[1, 16](tmap, out)
+    np.testing.assert_array_equal(out.copy_to_host(), words)
+
+
+@pytest.mark.gpu
+@pytest.mark.hopper
+def test_tiled_from_cupy_and_torch():
+    seen = 0
+    try:
+        import cupy
+
+        tmap = TensorMap.tiled(cupy.zeros((32, 64), cupy.int32), (16, 32))
+        assert tmap.dtype == "int32" and tmap.words().any()
+        seen += 1
+    except ImportError:
+        pass
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            t = torch.zeros((32, 64), dtype=torch.float16, device="cuda")
+            tmap = TensorMap.tiled(t, (16, 32))
+            assert tmap.dtype == "float16" and tmap.box_bytes == 16 * 32 * 2 and tmap.words().any()
+            seen += 1
+    except ImportError:
+        pass
+    if not seen:
+        pytest.skip("neither CuPy nor PyTorch is installed")

@@ -1,0 +1,108 @@
+"""The chapter's SGEMM (v4 and cp.async), against numpy in float64."""
+
+import numpy as np
+import pytest
+from numba import cuda
+from numba.cuda import types
+
+from asyncpipe.errors import AsyncpipeError
+from asyncpipe.kernels import sgemm as S
+from tests.sass import assert_sass
+
+SIG = (types.int32, types.int32, types.int32, types.float32, types.float32[::1], types.float32[::1],
+       types.float32, types.float32[::1])
+
+
+def rel_err(got, ref):
+    return np.linalg.norm(got.astype(np.float64) - ref) / max(np.linalg.norm(ref), 1e-30)
+
+
+@pytest.mark.sass
+@pytest.mark.parametrize("stages,vec", [(3, 4), (4, 1)])
+def test_cp_async_sass(stages, vec):
+    from asyncpipe.kernels.unroll import unrolled
+    from asyncpipe import ptx
+
+    copy = ptx.cp_async_cg_shared_global_16_src_size if vec == 4 else ptx.cp_async_ca_shared_global_4_src_size
+    fn = unrolled(S.sgemm_cp_async, STAGES=stages, VEC=vec, copy_zfill=copy)
+    cubin = assert_sass(fn, SIG, has=("LDGSTS", "LDGDEPBAR", "DEPBAR.LE", "LDS.128"))
+    # the whole 8x8x8 micro-tile is unrolled: 512 FFMA in the loop, 64 more in the epilogue
+    assert cubin.count("FFMA") >= 512
+    assert cubin.resources.registers <= 255
+
+
+@pytest.mark.sass
+def test_v4_sass():
+    from asyncpipe.kernels.unroll import unrolled
+
+    cubin = assert_sass(unrolled(S.sgemm_v4), SIG, has=("LDS.128", "BAR.SYNC"), lacks=("CALL", "LDGSTS"))
+    assert cubin.count("FFMA") >= 512
+
+
+def test_shared_memory_per_stage_is_the_chapters_answer():
+    assert [S.shared_bytes(s) // 1024 for s in (2, 3, 4)] == [16, 24, 32]
+
+
+CASES = [(256, 256, 256), (1000, 1000, 999), (1, 1, 1), (130, 70, 33), (64, 300, 8), (129, 257, 1027)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant,stages", [("cp_async", 3), ("cp_async", 2), ("cp_async", 8), ("v4", 1)])
+@pytest.mark.parametrize("m,n,k", CASES)
+def test_sgemm_gpu(variant, stages, m, n, k, rng):
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    c0 = rng.standard_normal((m, n)).astype(np.float32)
+    alpha, beta = 1.5, -0.5
+    c = cuda.to_device(c0)
+    S.sgemm(cuda.to_device(a), cuda.to_device(b), c, alpha=alpha, beta=beta, stages=max(stages, 2), variant=variant)
+    ref = alpha * (a.astype(np.float64) @ b.astype(np.float64)) + beta * c0.astype(np.float64)
+    assert rel_err(c.copy_to_host(), ref) < 1e-5
+
+
+@pytest.mark.gpu
+def test_sgemm_beta_zero_never_reads_c(rng):
+    a = rng.standard_normal((128, 64)).astype(np.float32)
+    b = rng.standard_normal((64, 96)).astype(np.float32)
+    c = cuda.to_device(np.full((128, 96), np.nan, np.float32))     # poison: must not leak through
+    S.sgemm(cuda.to_device(a), cuda.to_device(b), c)
+    assert rel_err(c.copy_to_host(), a.astype(np.float64) @ b) < 1e-5
+
+
+@pytest.mark.gpu
+def test_sgemm_from_other_libraries(rng):
+    torch = pytest.importorskip("torch")
+    a = torch.randn(200, 300, device="cuda")
+    b = torch.randn(300, 100, device="cuda")
+    c = S.sgemm(a, b)
+    ref = a.double().cpu().numpy() @ b.double().cpu().numpy()
+    assert rel_err(c.copy_to_host(), ref) < 1e-5
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("bad,rule", [
+    (dict(A=np.zeros((4, 4), np.float32)), "CUDA device array"),
+    (dict(A="dev:f64"), "A must be float32"),
+    (dict(B="dev:(5,4)"), "A.shape[1] must equal B.shape[0]"),
+    (dict(C="dev:(3,3)"), "C must be A.shape[0] x B.shape[1]"),
+    (dict(stages=9), "stages must be an integer in 2..8"),
+    (dict(stages=1), "stages must be an integer in 2..8"),
+    (dict(beta=1.0), "beta != 0 needs an input C"),
+    (dict(A="dev:T"), "A must be C-contiguous"),
+])
+def test_sgemm_bad_input(bad, rule):
+    def dev(spec):
+        if spec == "dev:f64":
+            return cuda.to_device(np.ones((4, 4)))
+        if spec == "dev:T":
+            return cuda.to_device(np.ones((4, 4), np.float32)).T
+        shape = eval(spec[4:])
+        return cuda.to_device(np.ones(shape, np.float32))
+
+    args = dict(A=cuda.to_device(np.ones((4, 4), np.float32)), B=cuda.to_device(np.ones((4, 4), np.float32)))
+    kw = {}
+    for key, val in bad.items():
+        val = dev(val) if isinstance(val, str) else val
+        (args if key in "ABC" else kw)[key] = val
+    with pytest.raises(AsyncpipeError, match=rule.replace("[", r"\[").replace("]", r"\]")):
+        S.sgemm(args["A"], args["B"], args.get("C"), **kw)

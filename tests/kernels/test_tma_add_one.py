@@ -1,0 +1,74 @@
+"""The chapter's TMA add-one and its pipelined, persistent twin: exact against numpy."""
+
+import numpy as np
+import pytest
+from numba import cuda
+from numba.cuda import types
+
+from asyncpipe.errors import AsyncpipeError
+from asyncpipe.kernels import tma_add_one as T
+from tests.sass import assert_sass
+
+U64 = types.uint64[::1]
+
+
+@pytest.mark.sass
+def test_chapter_kernel_sass():
+    assert_sass(T.add_one_tma, (U64,), has=("UTMALDG.2D", "UTMASTG.2D", "SYNCS.ARRIVE.TRANS64", "FENCE.VIEW.ASYNC.S",
+                                            "UTMACCTL.IV"))
+
+
+@pytest.mark.sass
+def test_pipelined_kernel_sass():
+    cubin = assert_sass(T.add_one_pipelined, (U64, types.int32, types.int32),
+                        has=("UTMALDG.2D", "UTMASTG.2D", "SYNCS.PHASECHK.TRANS64.TRYWAIT", "DEPBAR.LE"))
+    assert cubin.resources.shared <= 48 * 1024
+
+
+def random_2d(rng, shape, dtype):
+    if dtype == np.int32:
+        return rng.integers(-(2**30), 2**30, shape, dtype=np.int32)
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+@pytest.mark.hopper
+@pytest.mark.parametrize("pipelined", [False, True])
+@pytest.mark.parametrize("dtype", [np.int32, np.float32])
+@pytest.mark.parametrize("shape", [(1024, 2048), (1, 4097), (1000, 999), (33, 100), (7, 3), (1, 1), (4096, 4096)])
+def test_add_one(pipelined, dtype, shape, rng):
+    a = random_2d(rng, shape, dtype)
+    d = cuda.to_device(a)
+    T.add_one(d, pipelined=pipelined)
+    np.testing.assert_array_equal(d.copy_to_host(), a + dtype(1))
+
+
+@pytest.mark.hopper
+@pytest.mark.parametrize("pipelined", [False, True])
+def test_add_one_writes_nothing_outside_a_window(pipelined, rng):
+    big = random_2d(rng, (70, 140), np.int32)
+    d = cuda.to_device(big)
+    T.add_one(d[3:67, 8:136], pipelined=pipelined)   # pitch 560 B, start 16-byte aligned
+    expect = big.copy()
+    expect[3:67, 8:136] += 1
+    np.testing.assert_array_equal(d.copy_to_host(), expect)
+
+
+@pytest.mark.hopper
+@pytest.mark.parametrize("ctas_per_sm", [1, 3])
+def test_pipelined_grid_sizes(ctas_per_sm, rng):
+    a = random_2d(rng, (2048, 1536), np.int32)
+    d = cuda.to_device(a)
+    T.add_one(d, ctas_per_sm=ctas_per_sm)
+    np.testing.assert_array_equal(d.copy_to_host(), a + 1)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("make,rule", [
+    (lambda: cuda.to_device(np.zeros((4, 4), np.float64)), "a must be int32 or float32"),
+    (lambda: cuda.to_device(np.zeros(16, np.int32)), "a must be 2-D"),
+    (lambda: cuda.to_device(np.zeros((8, 12), np.int32))[:, 1:7], "rows must be 16-byte aligned"),
+    (lambda: np.zeros((4, 4), np.int32), "CUDA device array"),
+])
+def test_add_one_bad_input(make, rule):
+    with pytest.raises(AsyncpipeError, match=rule):
+        T.add_one(make())

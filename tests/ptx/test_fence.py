@@ -1,0 +1,151 @@
+"""Fences: SASS offline, then a GPU kernel that runs every fence and still computes exactly."""
+
+import numpy as np
+import pytest
+from numba import cuda
+from numba.cuda import types
+
+from asyncpipe import ptx
+from asyncpipe.constants import TENSOR_MAP_BYTES
+from tests.sass import assert_sass
+
+u32 = types.uint32[::1]
+u64 = types.uint64[::1]
+f32 = types.float32[::1]
+
+THREADS = 128
+TMAP_WORDS = TENSOR_MAP_BYTES // 8      # the tensormap fence covers 128 bytes: 16 uint64
+
+
+# ---------------------------------------------------------------------------------------------
+# SASS kernels: a store before and after each fence, so that the fence sits between them.
+# ---------------------------------------------------------------------------------------------
+def sass_proxy_async_shared_cta(out, tmap):
+    out[0] = 1
+    ptx.fence_proxy_async_shared_cta()
+    out[1] = 2
+
+
+def sass_proxy_async(out, tmap):
+    out[0] = 1
+    ptx.fence_proxy_async()
+    out[1] = 2
+
+
+def sass_proxy_tensormap_generic_acquire_gpu(out, tmap):
+    out[0] = 1
+    ptx.fence_proxy_tensormap_generic_acquire_gpu(ptx.addr(tmap, 0))
+    out[1] = 2
+
+
+def sass_proxy_tensormap_generic_acquire_sys(out, tmap):
+    out[0] = 1
+    ptx.fence_proxy_tensormap_generic_acquire_sys(ptx.addr(tmap, 0))
+    out[1] = 2
+
+
+def sass_acq_rel_cluster(out, tmap):
+    out[0] = 1
+    ptx.fence_acq_rel_cluster()
+    out[1] = 2
+
+
+def sass_mbarrier_init_release_cluster(out, tmap):
+    bars = cuda.shared.array(1, np.uint64)
+    if cuda.threadIdx.x == 0:
+        ptx.mbarrier_init(ptx.addr(bars, 0), out[0])
+        ptx.fence_mbarrier_init_release_cluster()
+    cuda.syncthreads()
+
+
+SASS = {
+    "fence_proxy_async_shared_cta": sass_proxy_async_shared_cta,
+    "fence_proxy_async": sass_proxy_async,
+    "fence_proxy_tensormap_generic_acquire_gpu": sass_proxy_tensormap_generic_acquire_gpu,
+    "fence_proxy_tensormap_generic_acquire_sys": sass_proxy_tensormap_generic_acquire_sys,
+    "fence_acq_rel_cluster": sass_acq_rel_cluster,
+    "fence_mbarrier_init_release_cluster": sass_mbarrier_init_release_cluster,
+}
+
+
+def body(cubin):
+    """The opcodes up to the first EXIT: the kernel itself, without the NOPs that pad the end."""
+    ops = cubin.opcodes
+    return ops[: ops.index("EXIT")]
+
+
+@pytest.mark.sass
+@pytest.mark.parametrize("name", sorted(SASS))
+def test_sass(name):
+    ops = ptx.REGISTRY[name].sass
+    cubin = assert_sass(SASS[name], (u32, u64), has=ops)
+    for op in ops:   # inside the kernel (the NOP of fence.mbarrier_init is not end-of-code padding)
+        assert op in body(cubin), f"{op} missing from the kernel body:\n{cubin.sass}"
+
+
+@pytest.mark.sass
+def test_shared_cta_proxy_fence_is_cta_scoped():
+    """The .shared::cta form needs only a CTA-scope membar; the all-spaces form a GPU-scope one."""
+    narrow = assert_sass(sass_proxy_async_shared_cta, (u32, u64), has=("FENCE.VIEW.ASYNC.S",))
+    assert "MEMBAR.ALL.GPU" not in narrow.opcodes, narrow.sass
+    wide = assert_sass(sass_proxy_async, (u32, u64), has=("FENCE.VIEW.ASYNC.S",))
+    assert "MEMBAR.ALL.GPU" in wide.opcodes, wide.sass
+
+
+@pytest.mark.sass
+def test_mbarrier_init_fence_sits_between_init_and_barrier():
+    """fence.mbarrier_init is a NOP on sm_90: it must still be there, after the init (SYNCS.EXCH.64)
+    and before the block barrier that publishes it."""
+    cubin = assert_sass(sass_mbarrier_init_release_cluster, (u32, u64), has=("SYNCS.EXCH.64", "BAR.SYNC"))
+    ops = body(cubin)
+    init = ops.index("SYNCS.EXCH.64")
+    sync = next(i for i, op in enumerate(ops) if op.startswith("BAR.SYNC"))
+    assert "NOP" in ops[init:sync], cubin.sass
+
+
+# ---------------------------------------------------------------------------------------------
+# GPU
+# ---------------------------------------------------------------------------------------------
+def fences_kernel(src, dst, tmap):
+    """Each thread writes shared memory, passes every fence, and reads another thread's element
+    after an mbarrier phase; thread 0 also fences a 128-byte global block as a tensor map."""
+    smem = cuda.shared.array(THREADS, np.float32)
+    bars = cuda.shared.array(1, np.uint64)
+    bar = ptx.addr(bars, 0)
+    t = cuda.threadIdx.x
+    base = cuda.blockIdx.x * THREADS
+    if t == 0:
+        ptx.mbarrier_init(bar, THREADS)
+        ptx.fence_mbarrier_init_release_cluster()   # release the init to the cluster (here: of one CTA)
+        # a tensor map lives in global memory and is read through the tensormap proxy: acquire it
+        # once per CTA before the first TMA (there is none here; the fence alone must be harmless)
+        ptx.fence_proxy_tensormap_generic_acquire_gpu(ptx.addr(tmap, 0))
+        ptx.fence_proxy_tensormap_generic_acquire_sys(ptx.addr(tmap, 0))
+    cuda.syncthreads()                              # the block barrier that the init fence pairs with
+    smem[t] = src[base + t] + np.float32(1)
+    ptx.fence_proxy_async_shared_cta()              # generic writes to smem before any async-proxy read
+    ptx.fence_proxy_async()                         # same, for every state space
+    ptx.fence_acq_rel_cluster()                     # this thread's accesses ordered at cluster scope
+    ptx.mbarrier_arrive(bar)
+    ptx.mbarrier_wait_parity(bar, 0)                # every thread's smem write is visible
+    dst[base + t] = smem[THREADS - 1 - t]
+
+
+@pytest.mark.sass
+def test_gpu_kernel_compiles():
+    assert_sass(fences_kernel, (f32, f32, u64),
+                has=("FENCE.VIEW.ASYNC.S", "UTMACCTL.IV", "CCTL.IVALL", "SYNCS.PHASECHK.TRANS64"))
+
+
+@pytest.mark.gpu
+@pytest.mark.hopper
+def test_fences_gpu(rng):
+    blocks = 4
+    src = rng.standard_normal(blocks * THREADS).astype(np.float32)
+    dst = cuda.to_device(np.full(src.size, np.nan, np.float32))
+    block = rng.integers(0, 2**63, TMAP_WORDS, dtype=np.uint64)
+    tmap = cuda.to_device(block)                    # device allocations are 256-byte aligned
+    cuda.jit(fences_kernel)[blocks, THREADS](cuda.to_device(src), dst, tmap)
+    expect = (src + np.float32(1)).reshape(blocks, THREADS)[:, ::-1].ravel()
+    np.testing.assert_array_equal(dst.copy_to_host(), expect)
+    np.testing.assert_array_equal(tmap.copy_to_host(), block)   # a fence reads nothing into memory
