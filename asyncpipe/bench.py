@@ -91,7 +91,8 @@ def bench_sgemm(n: int, yard: dict, ref: dict, records: list, stages_list=(2, 3,
     configs = [("v4", 1)] + [("cp_async", s) for s in stages_list]
     for variant, stages in configs:
         _progress(f"sgemm {variant} stages={stages} n={n}")
-        ms = time_ms(lambda: S.sgemm(a, b, c, stages=stages, variant=variant), reps=20)
+        kw = dict(variant=variant) if variant == "v4" else dict(stages=stages)
+        ms = time_ms(lambda: S.sgemm(a, b, c, **kw), reps=20)
         tf = tflops(flop, ms)
         vs = {}
         if yard.get("cublas"):
@@ -157,9 +158,14 @@ def run_bench(json_path: str | None = None, reference: str | None = None, quick:
     _progress("yardsticks: cuBLAS SGEMM, device-to-device copy, read-only sum")
     yard = {"cublas": cublas_sgemm_tflops(n), "d2d_copy": d2d_copy_gbps(), "d2d_read": d2d_read_gbps(1 << 29)}
     records: list = []
-    bench_sgemm(n, yard, ref, records, stages_list=(3,) if quick else (2, 3, 4, 5, 6, 7, 8))
-    bench_tma(4096 if quick else 16384, yard, ref, records)
-    bench_cluster_sum(1 << (24 if quick else 29), yard, ref, records)
+    for part, args in ((bench_sgemm, (n, yard, ref, records, (3,) if quick else (2, 3, 4, 5, 6, 7, 8))),
+                       (bench_tma, (4096 if quick else 16384, yard, ref, records)),
+                       (bench_cluster_sum, (1 << (24 if quick else 29), yard, ref, records))):
+        try:
+            part(*args)
+        except Exception as exc:  # noqa: BLE001 - one broken kernel must not hide the others' figures
+            _progress(f"{part.__name__} failed: {type(exc).__name__}: {exc}")
+            records.append(dict(kernel=part.__name__, error=f"{type(exc).__name__}: {exc}", vs={}))
 
     doc = dict(gpu=gpu, date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                commit=_commit(), yardsticks={**yard, **{f"nvcc_{k}": v for k, v in ref.items()}}, results=records)
@@ -174,6 +180,9 @@ def format_table(doc: dict) -> str:
              "yardsticks: " + ", ".join(f"{k}={v:.1f}" for k, v in doc["yardsticks"].items() if v),
              f"{'kernel':24s} {'shape':18s} {'st/cl':>6s} {'ms':>8s} {'TFLOPS|GB/s':>12s}  ratios"]
     for r in doc["results"]:
+        if "error" in r:
+            lines.append(f"{r['kernel']:24s} ERROR {r['error'][:120]}")
+            continue
         fig = f"{r['tflops']:.1f} TF" if "tflops" in r else f"{r['gbps']:.0f} GB/s"
         vs = " ".join(f"{k}={v:.2f}x" for k, v in r["vs"].items())
         lines.append(f"{r['kernel']:24s} {'x'.join(map(str, r['shape'])):18s} {r.get('stages', r.get('cluster', '')):>6} "

@@ -25,20 +25,26 @@ python3 -c "import numpy, numba, numba.cuda as c; print('numpy', numpy.__version
 row "gpu" "$(head -1 "$OUT/gpu.txt")"
 row "date / commit" "$(date -u +%F) ${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
 
+# GPU tests: one process per test (a sticky CUDA error would otherwise fail every later test in
+# the process and hide its cause), JOBS at a time.
+JOBS=${JOBS:-12}
 if [[ $STEPS == *tests* ]]; then
   t0=$(date +%s)
-  python3 -m pytest -q -m "gpu or hopper" -p no:cacheprovider ${PYTEST_ARGS:-} tests 2>&1 | tee "$OUT/pytest_gpu.log"
-  row "gpu tests" "$(tail -1 "$OUT/pytest_gpu.log") ($(( $(date +%s) - t0 )) s)"
+  python3 scripts/run_isolated.py -j "$JOBS" --log "$OUT/gpu_failures.log" -m "gpu or hopper" ${PYTEST_ARGS:-tests} \
+    > "$OUT/gpu_tests.log" 2>&1
+  grep FAIL "$OUT/gpu_tests.log" | head -40
+  row "gpu tests" "$(tail -1 "$OUT/gpu_tests.log") ($(( $(date +%s) - t0 )) s)"
 fi
 
+# compute-sanitizer over the same tests, each tool in its own isolated run
 if [[ $STEPS == *sanitizer* ]]; then
   for tool in ${SANITIZER_TOOLS:-memcheck racecheck synccheck}; do
     t0=$(date +%s)
-    compute-sanitizer --tool "$tool" --error-exitcode 99 --print-limit 20 \
-      python3 -m pytest -q -x -m "gpu or hopper" -p no:cacheprovider ${PYTEST_ARGS:-} tests > "$OUT/sanitizer_$tool.log" 2>&1
-    rc=$?
-    errs=$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$OUT/sanitizer_$tool.log" | tail -1)
-    row "sanitizer $tool" "rc=$rc ${errs:-no summary} $(tail -1 "$OUT/pytest_gpu.log" >/dev/null; grep -E 'passed|failed' "$OUT/sanitizer_$tool.log" | tail -1) ($(( $(date +%s) - t0 )) s)"
+    python3 scripts/run_isolated.py -j "$JOBS" --timeout 500 --log "$OUT/sanitizer_${tool}_failures.log" \
+      --wrap "compute-sanitizer --tool $tool --error-exitcode 99 --print-limit 10" \
+      -m "gpu or hopper" ${SANITIZER_TESTS:-${PYTEST_ARGS:-tests}} > "$OUT/sanitizer_$tool.log" 2>&1
+    grep FAIL "$OUT/sanitizer_$tool.log" | head -20
+    row "sanitizer $tool" "$(tail -1 "$OUT/sanitizer_$tool.log") ($(( $(date +%s) - t0 )) s)"
   done
 fi
 

@@ -281,12 +281,15 @@ def _encode(layout: TiledLayout) -> np.ndarray:
     """The 128-byte CUtensorMap of ``layout``, as 16 uint64 words."""
     from cuda.bindings import driver
 
+    # globalStrides has rank - 1 entries; for rank 1 an empty list reaches the driver as a null
+    # pointer, which it refuses (CUDA_ERROR_INVALID_VALUE, seen on an H200), so pass one it ignores.
+    strides = layout.cuda_strides or [-(-layout.shape[0] * layout.itemsize // 16) * 16]
     err, tmap = driver.cuTensorMapEncodeTiled(
         getattr(driver.CUtensorMapDataType, "CU_TENSOR_MAP_DATA_TYPE_" + _DTYPES[layout.dtype][0]),
         layout.rank,
         layout.address,
         [driver.cuuint64_t(n) for n in layout.cuda_dims],
-        [driver.cuuint64_t(s) for s in layout.cuda_strides],
+        [driver.cuuint64_t(s) for s in strides],
         [driver.cuuint32_t(b) for b in layout.cuda_box],
         [driver.cuuint32_t(e) for e in layout.cuda_element_strides],
         getattr(driver.CUtensorMapInterleave, _INTERLEAVE[layout.interleave]),

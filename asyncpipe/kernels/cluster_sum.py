@@ -129,7 +129,7 @@ _kernels: dict = {}
 def _jit(name):
     if name not in _kernels:
         fn = {"pair": pair_sum, "sum": unrolled(cluster_sum_kernel), "finish": finish_kernel}[name]
-        _kernels[name] = cuda.jit(fn, cache=True)
+        _kernels[name] = cuda.jit(fn)
     return _kernels[name]
 
 

@@ -160,7 +160,7 @@ def kernel(variant: str = "cp_async", stages: int = 3, vec: int = 4):
         else:
             copy = ptx.cp_async_cg_shared_global_16_src_size if vec == 4 else ptx.cp_async_ca_shared_global_4_src_size
             fn = unrolled(sgemm_cp_async, STAGES=stages, VEC=vec, copy_zfill=copy)
-        _kernels[key] = cuda.jit(fn, cache=True)   # unrolled() gives it a real file, so it caches
+        _kernels[key] = cuda.jit(fn)
     return _kernels[key]
 
 

@@ -203,5 +203,5 @@ _kernels: dict = {}
 
 def _jit(which: str):
     if which not in _kernels:
-        _kernels[which] = cuda.jit(add_one_tma if which == "chapter" else add_one_pipelined, cache=True)
+        _kernels[which] = cuda.jit(add_one_tma if which == "chapter" else add_one_pipelined)
     return _kernels[which]

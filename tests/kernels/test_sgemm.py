@@ -87,6 +87,7 @@ def test_sgemm_from_other_libraries(rng):
     (dict(C="dev:(3,3)"), "C must be A.shape[0] x B.shape[1]"),
     (dict(stages=9), "stages must be an integer in 2..8"),
     (dict(stages=1), "stages must be an integer in 2..8"),
+    (dict(stages=3.0), "stages must be an integer in 2..8"),
     (dict(beta=1.0), "beta != 0 needs an input C"),
     (dict(A="dev:T"), "A must be C-contiguous"),
 ])

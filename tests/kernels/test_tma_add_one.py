@@ -66,7 +66,8 @@ def test_pipelined_grid_sizes(ctas_per_sm, rng):
 @pytest.mark.parametrize("make,rule", [
     (lambda: cuda.to_device(np.zeros((4, 4), np.float64)), "a must be int32 or float32"),
     (lambda: cuda.to_device(np.zeros(16, np.int32)), "a must be 2-D"),
-    (lambda: cuda.to_device(np.zeros((8, 12), np.int32))[:, 1:7], "rows must be 16-byte aligned"),
+    (lambda: cuda.to_device(np.zeros((8, 12), np.int32))[:, 1:7], "global address must be 16-byte aligned"),
+    (lambda: cuda.to_device(np.zeros((8, 15), np.int32))[:, 0:8], "rows must be 16-byte aligned"),
     (lambda: np.zeros((4, 4), np.int32), "CUDA device array"),
 ])
 def test_add_one_bad_input(make, rule):

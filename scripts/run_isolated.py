@@ -1,0 +1,62 @@
+"""Run each selected pytest test in a process of its own, many at once, and summarise.
+
+A CUDA error such as an illegal instruction is sticky: it poisons the whole process (context), so
+every later test in that process fails too and hides which test caused it. One process per test
+keeps each result honest. Usage (from the repository root):
+
+    python3 scripts/run_isolated.py [-j 12] [--wrap "compute-sanitizer --tool memcheck ..."] [--log F] [pytest args]
+
+Prints one PASS/FAIL line per test, then ``N passed, M failed``; exits 1 if any failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+
+def collect(args: list[str]) -> list[str]:
+    out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *args],
+                         capture_output=True, text=True)
+    return [line.strip() for line in out.stdout.splitlines() if "::" in line]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("-j", type=int, default=12)
+    ap.add_argument("--wrap", default="", help="command to run pytest under (compute-sanitizer ...)")
+    ap.add_argument("--log", default=None, help="write the output of failing tests here")
+    ap.add_argument("--timeout", type=float, default=300)
+    opts, rest = ap.parse_known_args()
+    tests = collect(rest)
+    wrap = shlex.split(opts.wrap)
+    failures: dict[str, str] = {}
+
+    def run(test: str):
+        t0 = time.time()
+        cmd = [*wrap, sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", test]
+        try:
+            res = subprocess.run(cmd, capture_output=True, text=True, timeout=opts.timeout)
+            ok, text = res.returncode == 0, res.stdout[-6000:] + res.stderr[-3000:]
+        except subprocess.TimeoutExpired:
+            ok, text = False, f"timed out after {opts.timeout} s"
+        print(f"{'PASS' if ok else 'FAIL'} {time.time() - t0:5.1f}s {test}", flush=True)
+        if not ok:
+            failures[test] = text
+
+    with ThreadPoolExecutor(opts.j) as pool:
+        list(pool.map(run, tests))
+    if opts.log:
+        with open(opts.log, "w") as f:
+            for test, text in failures.items():
+                f.write(f"===== {test}\n{text}\n")
+    print(f"{len(tests) - len(failures)} passed, {len(failures)} failed")
+    return 1 if failures or not tests else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
