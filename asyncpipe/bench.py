@@ -56,9 +56,19 @@ def cublas_sgemm_tflops(n: int) -> float | None:
 
 
 def d2d_copy_gbps(nbytes: int = 1 << 30) -> float:
+    """The faster of numba's cuMemcpyDtoD and PyTorch's ``copy_`` (a copy kernel), bytes read + written."""
     src = cuda.to_device(np.random.default_rng(0).integers(0, 1000, nbytes // 4, dtype=np.int32))
     dst = cuda.device_array_like(src)
-    return gbps(2.0 * nbytes, time_ms(lambda: dst.copy_to_device(src), reps=30))
+    best = gbps(2.0 * nbytes, time_ms(lambda: dst.copy_to_device(src), reps=30))
+    try:
+        import torch
+
+        t_src = torch.randint(0, 1000, (nbytes // 4,), dtype=torch.int32, device="cuda")
+        t_dst = torch.empty_like(t_src)
+        best = max(best, gbps(2.0 * nbytes, time_ms(lambda: t_dst.copy_(t_src), reps=30)))
+    except ImportError:
+        pass
+    return best
 
 
 def d2d_read_gbps(n_floats: int) -> float | None:
@@ -111,14 +121,19 @@ def bench_tma(n: int, yard: dict, ref: dict, records: list):
 
     a = cuda.to_device(np.random.default_rng(2).integers(0, 1000, (n, n), dtype=np.int32))
     nbytes = 2.0 * a.nbytes
-    for name, kw in (("tma_add_one_chapter", dict(pipelined=False)), ("tma_add_one_pipelined", dict(pipelined=True))):
-        _progress(f"{name} {n}x{n}")
+    configs = [("tma_add_one_chapter", dict(pipelined=False))] + [
+        ("tma_add_one_pipelined", dict(pipelined=True, stages=s, ctas_per_sm=c)) for s, c in ((4, 2), (4, 4), (5, 3))]
+    for name, kw in configs:
+        _progress(f"{name} {n}x{n} {kw}")
         ms = time_ms(lambda: add_one(a, **kw), reps=20)
         g = gbps(nbytes, ms)
         vs = {"d2d_copy": g / yard["d2d_copy"]}
         if "tma_add_one" in ref:
             vs["nvcc_seed"] = g / ref["tma_add_one"]
-        records.append(dict(kernel=name, shape=[n, n], ms=ms, gbps=g, vs=vs))
+        rec = dict(kernel=name, shape=[n, n], ms=ms, gbps=g, vs=vs)
+        if kw.get("pipelined"):
+            rec.update(stages=kw["stages"], ctas_per_sm=kw["ctas_per_sm"])
+        records.append(rec)
 
 
 def bench_cluster_sum(n: int, yard: dict, ref: dict, records: list):
@@ -135,14 +150,14 @@ def bench_cluster_sum(n: int, yard: dict, ref: dict, records: list):
     if "cluster_sum" in ref:
         vs["nvcc_seed"] = g / ref["cluster_sum"]
     records.append(dict(kernel="cluster_pair_sum_chapter", shape=[n], cluster=2, ms=ms, gbps=g, vs=vs))
-    for cs in (1, 2, 4, 8):
-        _progress(f"cluster_sum cluster={cs} n={n}")
-        ms = time_ms(lambda: cluster_sum(x, cluster_size=cs, out=out), reps=20)
+    for cs, per_sm in ((1, 8), (2, 4), (2, 8), (4, 8), (8, 8)):
+        _progress(f"cluster_sum cluster={cs} ctas_per_sm={per_sm} n={n}")
+        ms = time_ms(lambda: cluster_sum(x, cluster_size=cs, ctas_per_sm=per_sm, out=out), reps=20)
         g = gbps(4.0 * n, ms)
         vs = {"d2d_read": g / yard["d2d_read"]} if yard.get("d2d_read") else {}
         if "cluster_sum" in ref:
             vs["nvcc_seed"] = g / ref["cluster_sum"]
-        records.append(dict(kernel="cluster_sum", shape=[n], cluster=cs, ms=ms, gbps=g, vs=vs))
+        records.append(dict(kernel="cluster_sum", shape=[n], cluster=cs, ctas_per_sm=per_sm, ms=ms, gbps=g, vs=vs))
 
 
 def run_bench(json_path: str | None = None, reference: str | None = None, quick: bool = False) -> int:

@@ -12,9 +12,9 @@ Two kernels share one tile (BM = BN = 128, BK = 8, each of 256 threads owns an 8
                  compute tile kt
 
 Beyond the chapter: any M, N, K. Tiles hanging over an edge are loaded with cp.async's zero-fill
-form (``src_size`` 0 reads nothing and writes zeros) and stores are predicated. When K and N are
-multiples of 4 (rows 16-byte aligned) each thread moves 16 bytes per operand and tile (``VEC=4``);
-otherwise 4 x 4 bytes (``VEC=1``).
+form (``src_size`` 0 reads nothing and writes zeros) and stores are predicated. A's tile is kept
+k-major in shared memory (each thread's 8 values of A for one k are contiguous); A moves in 4-byte
+copies, B in 16-byte copies when N is a multiple of 4 (``VEC=4``), else 4-byte ones (``VEC=1``).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ THREADS = (BM * BN) // (TM * TN)          # 256
 TILE_FLOATS = BM * BK + BK * BN           # one stage of A and B tiles
 STAGE_BYTES = TILE_FLOATS * 4             # 8 KiB: the chapter's exercise answer
 MIN_STAGES, MAX_STAGES = 2, 8
+LAUNCH_BOUNDS = (THREADS, 2)              # maxntid, minnctapersm
 
 
 def sgemm_cp_async(M, N, K, alpha, A, B, beta, C):
@@ -41,18 +42,22 @@ def sgemm_cp_async(M, N, K, alpha, A, B, beta, C):
     col0 = cuda.blockIdx.x * BN
     num_tiles = (K + BK - 1) // BK
 
-    # Element e of a row-major tile sits at row e // width, column e % width; each thread copies VEC
-    # consecutive elements per step. Outside the matrix it copies 0 bytes (zero fill) from element 0.
+    # A's tile is stored transposed (k-major, As[k][m]) so that a thread's 8 values of A for one k
+    # are contiguous (two 16-byte shared loads), like B's. cp.async cannot transpose a 16-byte
+    # chunk, so A moves in 4-byte copies; B in VEC-element copies (16 bytes when rows allow).
+    # Outside the matrix a copy reads 0 bytes (zero fill) from element 0.
     def issue(stage, kt):                             # one tile of A (BM x BK) and B (BK x BN)
         k0 = kt * BK
         base = stage * TILE_FLOATS
-        for r in unroll(BM * BK // (THREADS * VEC)):
-            e = (r * THREADS + tid) * VEC
-            gr = row0 + e // BK
-            gc = k0 + e % BK
-            nbytes = max(0, min(VEC, K - gc)) * 4 if gr < M else 0
-            src = gr * K + gc if nbytes > 0 else 0
-            copy_zfill(ptx.addr(smem, base + e), ptx.addr(A, src), nbytes)
+        for r in unroll(BM * BK // (THREADS * 4)):
+            e = (r * THREADS + tid) * 4               # 4 consecutive k of one row m of A
+            m = e // BK
+            gr = row0 + m
+            for c in unroll(4):
+                gc = k0 + e % BK + c
+                ok = gr < M and gc < K
+                ptx.cp_async_ca_shared_global_4_src_size(ptx.addr(smem, base + (e % BK + c) * BM + m),
+                                                         ptx.addr(A, gr * K + gc if ok else 0), 4 if ok else 0)
         for r in unroll(BK * BN // (THREADS * VEC)):
             e = (r * THREADS + tid) * VEC
             gr = k0 + e // BN
@@ -76,13 +81,13 @@ def sgemm_cp_async(M, N, K, alpha, A, B, beta, C):
         if nxt < num_tiles:
             issue(nxt % STAGES, nxt)                  # overwrites the buffer of tile kt-1
         ptx.cp_async_commit_group()                   # even when empty: keeps group counts aligned
-        a_base = (kt % STAGES) * TILE_FLOATS + thread_row * TM * BK
+        a_base = (kt % STAGES) * TILE_FLOATS + thread_row * TM
         b_base = (kt % STAGES) * TILE_FLOATS + BM * BK + thread_col * TN
         for dot in unroll(BK):
             reg_m = registers(TM)
             reg_n = registers(TN)
             for i in unroll(TM):
-                reg_m[i] = smem[a_base + i * BK + dot]
+                reg_m[i] = smem[a_base + dot * BM + i]
             for j in unroll(TN):
                 reg_n[j] = smem[b_base + dot * BN + j]
             for i in unroll(TM):
@@ -112,11 +117,11 @@ def sgemm_v4(M, N, K, alpha, A, B, beta, C):
     col0 = cuda.blockIdx.x * BN
     acc = registers(TM, TN, dtype=float32)
     for k0 in range(0, K, BK):
-        for r in unroll(BM * BK // THREADS):          # A tile, through registers
+        for r in unroll(BM * BK // THREADS):          # A tile, through registers, stored k-major
             e = r * THREADS + tid
             gr = row0 + e // BK
             gc = k0 + e % BK
-            smem[e] = A[gr * K + gc] if gr < M and gc < K else float32(0)
+            smem[(e % BK) * BM + e // BK] = A[gr * K + gc] if gr < M and gc < K else float32(0)
         for r in unroll(BK * BN // THREADS):          # B tile
             e = r * THREADS + tid
             gr = k0 + e // BN
@@ -127,7 +132,7 @@ def sgemm_v4(M, N, K, alpha, A, B, beta, C):
             reg_m = registers(TM)
             reg_n = registers(TN)
             for i in unroll(TM):
-                reg_m[i] = smem[(thread_row * TM + i) * BK + dot]
+                reg_m[i] = smem[dot * BM + thread_row * TM + i]
             for j in unroll(TN):
                 reg_n[j] = smem[BM * BK + dot * BN + thread_col * TN + j]
             for i in unroll(TM):
@@ -160,7 +165,8 @@ def kernel(variant: str = "cp_async", stages: int = 3, vec: int = 4):
         else:
             copy = ptx.cp_async_cg_shared_global_16_src_size if vec == 4 else ptx.cp_async_ca_shared_global_4_src_size
             fn = unrolled(sgemm_cp_async, STAGES=stages, VEC=vec, copy_zfill=copy)
-        _kernels[key] = cuda.jit(fn)
+        # 2 CTAs of 256 threads per SM: at most 128 registers each (129 would leave one CTA per SM)
+        _kernels[key] = cuda.jit(fn, launch_bounds=LAUNCH_BOUNDS)
     return _kernels[key]
 
 

@@ -21,19 +21,23 @@ TMA to the array. The tensor map lives in device memory, so each issuing thread 
 from __future__ import annotations
 
 import numpy as np
-from numba import cuda, int32, uint64
+from numba import cuda, float32, int32, uint64
 
 from .. import ptx
 from ..constants import BULK_SMEM_ALIGN_TENSOR
+from .unroll import unrolled
 
 BOX_H, BOX_W = 16, 32              # the chapter's box: 16 rows x 32 int32 = 128-byte rows
-PIPE_BOX_H, PIPE_BOX_W = 32, 64    # the pipelined kernel's box: 8 KiB, 4 stages in 32 KiB of shared memory
+# The pipelined kernel's defaults: 8 KiB boxes, 4 stages in 32 KiB of (static) shared memory.
+# DTYPE, PIPE_STAGES and the box are compile-time constants (see _jit).
+PIPE_BOX_H, PIPE_BOX_W = 32, 64
 PIPE_STAGES = 4
 PIPE_THREADS = 256
+DTYPE = int32
 
 
 def add_one_tma(tmap):
-    tile = cuda.shared.array((BOX_H, BOX_W), int32, alignment=BULK_SMEM_ALIGN_TENSOR)
+    tile = cuda.shared.array((BOX_H, BOX_W), DTYPE, alignment=BULK_SMEM_ALIGN_TENSOR)
     bars = cuda.shared.array(1, uint64)
     bar = ptx.addr(bars, 0)
     tid = cuda.threadIdx.x
@@ -55,7 +59,7 @@ def add_one_tma(tmap):
 
     i = tid
     while i < BOX_H * BOX_W:
-        tile[i // BOX_W, i % BOX_W] += 1
+        tile[i // BOX_W, i % BOX_W] += DTYPE(1)
         i += cuda.blockDim.x
 
     ptx.fence_proxy_async_shared_cta()               # our writes, visible to the TMA store
@@ -67,7 +71,7 @@ def add_one_tma(tmap):
 
 
 def add_one_pipelined(tmap, boxes_x, boxes_total):
-    tiles = cuda.shared.array((PIPE_STAGES, PIPE_BOX_H, PIPE_BOX_W), int32, alignment=BULK_SMEM_ALIGN_TENSOR)
+    tiles = cuda.shared.array((PIPE_STAGES, PIPE_BOX_H, PIPE_BOX_W), DTYPE, alignment=BULK_SMEM_ALIGN_TENSOR)
     full = cuda.shared.array(PIPE_STAGES, uint64)
     tid = cuda.threadIdx.x
     step = cuda.gridDim.x
@@ -113,7 +117,7 @@ def add_one_pipelined(tmap, boxes_x, boxes_total):
         ptx.mbarrier_wait_parity(ptx.addr(full, s), (j // PIPE_STAGES) & 1)
         e = tid
         while e < PIPE_BOX_H * PIPE_BOX_W:
-            tiles[s, e // PIPE_BOX_W, e % PIPE_BOX_W] += 1
+            tiles[s, e // PIPE_BOX_W, e % PIPE_BOX_W] += DTYPE(1)
             e += PIPE_THREADS
         ptx.fence_proxy_async_shared_cta()           # our writes, visible to the TMA store
         cuda.syncthreads()
@@ -177,7 +181,7 @@ def as_tma_rows(api: str, a):
                          f"strides {d.strides}", "cuTensorMapEncodeTiled")
 
 
-def add_one(a, pipelined: bool = True, ctas_per_sm: int = 2, stream=0):
+def add_one(a, pipelined: bool = True, ctas_per_sm: int = 2, stages: int = PIPE_STAGES, stream=0):
     """Adds one to every element of the 2-D int32 or float32 device array ``a`` in place, through TMA."""
     from ..host.tensor_map import TensorMap
 
@@ -187,21 +191,24 @@ def add_one(a, pipelined: bool = True, ctas_per_sm: int = 2, stream=0):
     if not pipelined:
         tmap = TensorMap.tiled(view, (BOX_H, BOX_W), dtype=dtype)
         grid = (-(-cols // BOX_W), -(-rows // BOX_H))
-        _jit("chapter")[grid, 128, stream](tmap)
+        _jit("chapter", dtype)[grid, 128, stream](tmap)
         return d
     tmap = TensorMap.tiled(view, (PIPE_BOX_H, PIPE_BOX_W), dtype=dtype)
     boxes_x = -(-cols // PIPE_BOX_W)
     total = boxes_x * -(-rows // PIPE_BOX_H)
     sms = cuda.get_current_device().MULTIPROCESSOR_COUNT
     grid = max(1, min(total, sms * ctas_per_sm))
-    _jit("pipelined")[grid, PIPE_THREADS, stream](tmap, np.int32(boxes_x), np.int32(total))
+    _jit("pipelined", dtype, stages)[grid, PIPE_THREADS, stream](tmap, np.int32(boxes_x), np.int32(total))
     return d
 
 
 _kernels: dict = {}
 
 
-def _jit(which: str):
-    if which not in _kernels:
-        _kernels[which] = cuda.jit(add_one_tma if which == "chapter" else add_one_pipelined)
-    return _kernels[which]
+def _jit(which: str, dtype: str, stages: int = PIPE_STAGES):
+    key = (which, dtype, stages)
+    if key not in _kernels:
+        ty = {"int32": int32, "float32": float32}[dtype]
+        fn = add_one_tma if which == "chapter" else add_one_pipelined
+        _kernels[key] = cuda.jit(unrolled(fn, DTYPE=ty, PIPE_STAGES=stages))
+    return _kernels[key]

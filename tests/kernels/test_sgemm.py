@@ -25,17 +25,19 @@ def test_cp_async_sass(stages, vec):
 
     copy = ptx.cp_async_cg_shared_global_16_src_size if vec == 4 else ptx.cp_async_ca_shared_global_4_src_size
     fn = unrolled(S.sgemm_cp_async, STAGES=stages, VEC=vec, copy_zfill=copy)
-    cubin = assert_sass(fn, SIG, has=("LDGSTS", "LDGDEPBAR", "DEPBAR.LE", "LDS.128"))
+    cubin = assert_sass(fn, SIG, has=("LDGSTS", "LDGDEPBAR", "DEPBAR.LE", "LDS.128"), launch_bounds=S.LAUNCH_BOUNDS)
     # the whole 8x8x8 micro-tile is unrolled: 512 FFMA in the loop, 64 more in the epilogue
     assert cubin.count("FFMA") >= 512
-    assert cubin.resources.registers <= 255
+    assert cubin.resources.registers <= 128       # two CTAs of 256 threads per SM
 
 
 @pytest.mark.sass
 def test_v4_sass():
     from asyncpipe.kernels.unroll import unrolled
 
-    cubin = assert_sass(unrolled(S.sgemm_v4), SIG, has=("LDS.128", "BAR.SYNC"), lacks=("CALL", "LDGSTS"))
+    cubin = assert_sass(unrolled(S.sgemm_v4), SIG, has=("LDS.128", "BAR.SYNC"), lacks=("CALL", "LDGSTS"),
+                        launch_bounds=S.LAUNCH_BOUNDS)
+    assert cubin.resources.registers <= 128
     assert cubin.count("FFMA") >= 512
 
 

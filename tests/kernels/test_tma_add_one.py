@@ -7,6 +7,7 @@ from numba.cuda import types
 
 from asyncpipe.errors import AsyncpipeError
 from asyncpipe.kernels import tma_add_one as T
+from asyncpipe.kernels.unroll import unrolled
 from tests.sass import assert_sass
 
 U64 = types.uint64[::1]
@@ -14,13 +15,13 @@ U64 = types.uint64[::1]
 
 @pytest.mark.sass
 def test_chapter_kernel_sass():
-    assert_sass(T.add_one_tma, (U64,), has=("UTMALDG.2D", "UTMASTG.2D", "SYNCS.ARRIVE.TRANS64", "FENCE.VIEW.ASYNC.S",
+    assert_sass(unrolled(T.add_one_tma), (U64,), has=("UTMALDG.2D", "UTMASTG.2D", "SYNCS.ARRIVE.TRANS64", "FENCE.VIEW.ASYNC.S",
                                             "UTMACCTL.IV"))
 
 
 @pytest.mark.sass
 def test_pipelined_kernel_sass():
-    cubin = assert_sass(T.add_one_pipelined, (U64, types.int32, types.int32),
+    cubin = assert_sass(unrolled(T.add_one_pipelined), (U64, types.int32, types.int32),
                         has=("UTMALDG.2D", "UTMASTG.2D", "SYNCS.PHASECHK.TRANS64.TRYWAIT", "DEPBAR.LE"))
     assert cubin.resources.shared <= 48 * 1024
 
@@ -54,11 +55,11 @@ def test_add_one_writes_nothing_outside_a_window(pipelined, rng):
 
 
 @pytest.mark.hopper
-@pytest.mark.parametrize("ctas_per_sm", [1, 3])
-def test_pipelined_grid_sizes(ctas_per_sm, rng):
+@pytest.mark.parametrize("ctas_per_sm,stages", [(1, 4), (3, 2), (4, 5)])
+def test_pipelined_grid_sizes(ctas_per_sm, stages, rng):
     a = random_2d(rng, (2048, 1536), np.int32)
     d = cuda.to_device(a)
-    T.add_one(d, ctas_per_sm=ctas_per_sm)
+    T.add_one(d, ctas_per_sm=ctas_per_sm, stages=stages)
     np.testing.assert_array_equal(d.copy_to_host(), a + 1)
 
 
