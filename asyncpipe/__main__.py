@@ -16,6 +16,11 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--json", help="write the results here as JSON")
     bench.add_argument("--reference", help="folder of the chapter's .cu programs, built with nvcc as yardsticks")
     bench.add_argument("--quick", action="store_true", help="small sizes, fewer configurations")
+    from .model import cli as timeline_cli
+    from .tune import cli as tune_cli
+
+    timeline_cli.add_arguments(sub.add_parser("timeline", help="the pipeline timeline model (no GPU needed)"))
+    tune_cli.add_arguments(sub.add_parser("tune", help="choose a kernel's stage count: model, then GPU timing"))
     args = parser.parse_args(argv)
 
     if args.command == "demo":
@@ -26,6 +31,10 @@ def main(argv: list[str] | None = None) -> int:
         from .bench import run_bench
 
         return run_bench(args.json, args.reference, args.quick)
+    if args.command == "timeline":
+        return timeline_cli.run(args)
+    if args.command == "tune":
+        return tune_cli.run(args)
     if args.command == "primitives":
         from . import ptx
 

@@ -1,0 +1,1 @@
+"""Pipeline timeline models: host-side arithmetic, never imported inside kernels."""

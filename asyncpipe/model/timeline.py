@@ -1,0 +1,140 @@
+"""What a pipeline model returns: every event, per-tile times, stalls, the total and any hazard.
+
+Both models (``cp_async_timeline``, ``mbarrier_ring_timeline``) return a :class:`Timeline`. Times
+are in whatever unit the inputs were given in (nanoseconds for the SGEMM calibration). Events are
+kept in time order, ties in program order, so that a reader can replay the pipeline line by line;
+``to_dict`` is what ``python -m asyncpipe timeline --json`` prints.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+
+# Event kinds, in the words of the chapter's pseudo-code.
+ISSUE = "issue"                  # a tile's load is issued (cp.async copies, or one TMA instruction)
+LAND = "land"                    # the tile's bytes are in shared memory (its group / full barrier completes)
+COMMIT = "commit"                # cp.async.commit_group: everything issued since the last commit is one group
+WAIT = "wait"                    # a wait returned (wait_group N, or an mbarrier parity wait)
+COMPUTE_START = "compute_start"
+COMPUTE_END = "compute_end"
+RELEASE = "release"              # a consumer arrives on the tile's empty barrier: the slot may be refilled
+
+# Hazard kinds.
+READ_BEFORE_LAND = "read_before_land"    # compute read a stage before its load had landed
+OVERWRITE_BEFORE_RELEASE = "overwrite_before_release"   # a load refilled a slot still being read
+DEADLOCK = "deadlock"                    # a wait can never return
+
+
+@dataclass(frozen=True)
+class Event:
+    """One thing that happened at ``time``. ``actor`` is who did it (``"cta"`` for the cp.async
+    pattern, where every thread runs the same program; ``"producer"`` / ``"consumer 0"``... for the
+    mbarrier ring); ``group`` is the cp.async group, or the mbarrier phase for the ring."""
+
+    time: float
+    kind: str
+    actor: str
+    tile: int | None = None
+    slot: int | None = None
+    group: int | None = None
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class TileTimes:
+    """One tile's life: its load's issue and landing, and the compute that read it."""
+
+    tile: int
+    slot: int
+    issue: float
+    land: float
+    start: float
+    end: float
+    consumer: int = 0
+
+
+@dataclass(frozen=True)
+class Hazard:
+    """A protocol mistake the model caught, at ``time``, with the reason in words."""
+
+    kind: str
+    tile: int
+    time: float
+    detail: str
+
+
+@dataclass
+class Timeline:
+    """The model's answer for one pipeline run (one CTA, or one producer and its consumers).
+
+    ``total_time`` is when the last compute ended (and, for cp.async, the final ``wait_all`` saw
+    every load land); ``inf`` when the run deadlocked. ``stall_time`` is how long the compute
+    waited for data, summed over consumers.
+    """
+
+    pattern: str
+    params: dict
+    events: list[Event]
+    tiles: list[TileTimes]
+    total_time: float
+    stall_time: float
+    hazards: list[Hazard] = field(default_factory=list)
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        """True when the model found no hazard."""
+        return not self.hazards
+
+    @property
+    def deadlocked(self) -> bool:
+        return any(h.kind == DEADLOCK for h in self.hazards)
+
+    def of_kind(self, kind: str) -> list[Event]:
+        return [e for e in self.events if e.kind == kind]
+
+    def to_dict(self) -> dict:
+        """A JSON-ready dict. An infinite total (deadlock) is written as ``null``."""
+        def num(x):
+            return None if isinstance(x, float) and math.isinf(x) else x
+
+        return {
+            "pattern": self.pattern,
+            "params": dict(self.params),
+            "total_time": num(self.total_time),
+            "stall_time": num(self.stall_time),
+            "deadlock": self.deadlocked,
+            "hazards": [asdict(h) for h in self.hazards],
+            "tiles": [asdict(t) for t in self.tiles],
+            "events": [asdict(e) for e in self.events],
+            **{k: num(v) for k, v in self.extra.items()},
+        }
+
+    def to_json(self, **kw) -> str:
+        return json.dumps(self.to_dict(), **kw)
+
+    def summary(self) -> str:
+        """Two or three lines for a terminal."""
+        p = self.params
+        head = (f"{self.pattern}: {p['tiles']} tiles, {p['stages']} stages, load latency {p['load_latency']:g}, "
+                f"compute {p['compute']:g} per tile")
+        total = "deadlock" if self.deadlocked else f"{self.total_time:g}"
+        lines = [head, f"total {total}, stalled {self.stall_time:g}"]
+        lines += [f"HAZARD {h.kind} (tile {h.tile}, t={h.time:g}): {h.detail}" for h in self.hazards]
+        return "\n".join(lines)
+
+
+class EventLog:
+    """Collects events as a model produces them (not in time order: a load's landing is known when
+    it is issued) and sorts them stably by time at the end, so ties keep program order."""
+
+    def __init__(self):
+        self._events: list[Event] = []
+
+    def add(self, time, kind, actor, tile=None, slot=None, group=None, detail=""):
+        self._events.append(Event(float(time), kind, actor, tile, slot, group, detail))
+
+    def sorted(self) -> list[Event]:
+        return sorted(self._events, key=lambda e: e.time)

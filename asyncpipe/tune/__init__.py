@@ -1,0 +1,22 @@
+"""Stage-count tuning: the timeline model predicts and prunes, the GPU measures and decides, a
+cache per (GPU, kernel, problem, asyncpipe version) remembers.
+
+    from asyncpipe.tune import cached_stages, tune
+    stages = cached_stages("sgemm", (M, N, K))      # None until tuned on this GPU and version
+
+Run it with ``python -m asyncpipe tune sgemm --m 4096 --n 4096 --k 4096``. Host code only; this
+package imports nothing heavy until it is used, so kernels' host functions may ask the cache on
+every call.
+"""
+
+from .cache import cache_dir, cache_path, cached_stages
+
+__all__ = ["cache_dir", "cache_path", "cached_stages", "tune", "TuneResult", "Check"]
+
+
+def __getattr__(name):
+    if name in ("tune", "TuneResult", "Check", "predict_rows"):
+        from . import search
+
+        return getattr(search, name)
+    raise AttributeError(name)

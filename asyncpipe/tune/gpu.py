@@ -1,0 +1,82 @@
+"""The tuner's GPU side: for one kernel and problem, the ``check`` and ``time`` callables that
+``asyncpipe.tune.search.tune`` calls with a stage count. Needs a CUDA GPU (sm_80 or newer for
+cp.async); without one, ``UnsupportedDeviceError`` says so before anything is allocated.
+
+``timer`` is the timing function, ``asyncpipe.timing.time_ms`` by default (CUDA events around
+each call after warm-up, the median of ``reps`` calls).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from ..constants import SM_CP_ASYNC
+from .search import Check
+
+# Relative (Frobenius) error a float32 GEMM with K up to a few thousand stays far below; a wrong
+# pipeline (a stage read before it landed, a slot overwritten too early) lands near 1.
+SGEMM_TOLERANCE = 1e-4
+
+
+@dataclass
+class Measurement:
+    """What the tuner needs from the GPU: the two callables, and the device they ran on."""
+
+    check: Callable[[int], Check]
+    time: Callable[[int], float]
+    gpu: str
+    limits: object
+
+
+def _registers(dispatcher) -> int | None:
+    """Registers per thread of the one compiled overload of ``dispatcher`` (numba reads them from
+    the loaded function), or None when numba cannot say."""
+    try:
+        regs = dispatcher.get_regs_per_thread()
+        if isinstance(regs, dict):
+            regs = next(iter(regs.values())) if len(regs) == 1 else None
+        return int(regs) if regs is not None else None
+    except Exception:  # noqa: BLE001 - informative only; the table shows a blank
+        return None
+
+
+def sgemm_measurement(problem, timer: Callable | None = None, reps: int = 20, seed: int = 0) -> Measurement:
+    """``check(stages)`` runs the cp.async SGEMM once on random data (C poisoned with NaN first)
+    and compares it with numpy in float64; ``time(stages)`` times it with ``timer``."""
+    from numba import cuda
+
+    from ..host.device import require_cc
+    from ..kernels import sgemm as S
+    from ..model.limits import device_limits
+
+    info = require_cc("tune sgemm", SM_CP_ASYNC)
+    limits = device_limits("tune sgemm")
+    if timer is None:
+        from ..timing import time_ms as timer
+    m, n, k = problem
+    rng = np.random.default_rng(seed)
+    a = rng.uniform(-1, 1, (m, k)).astype(np.float32)
+    b = rng.uniform(-1, 1, (k, n)).astype(np.float32)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    ref_norm = max(float(np.linalg.norm(ref)), 1e-30)
+    da, db = cuda.to_device(a), cuda.to_device(b)
+    dc = cuda.device_array((m, n), np.float32)
+    poison = cuda.to_device(np.full((m, n), np.nan, np.float32))
+    vec = 4 if k % 4 == 0 and n % 4 == 0 else 1       # the copy width sgemm() picks for aligned arrays
+
+    def check(stages: int) -> Check:
+        dc.copy_to_device(poison)
+        S.sgemm(da, db, dc, stages=stages)
+        cuda.synchronize()
+        err = float(np.linalg.norm(dc.copy_to_host().astype(np.float64) - ref) / ref_norm)
+        regs = _registers(S.kernel("cp_async", stages, vec))
+        ok = bool(np.isfinite(err) and err < SGEMM_TOLERANCE)
+        return Check(ok, err, regs, "" if ok else f"(tolerance {SGEMM_TOLERANCE:g})")
+
+    def time(stages: int) -> float:
+        return timer(lambda: S.sgemm(da, db, dc, stages=stages), reps=reps)
+
+    return Measurement(check, time, info.name, limits)
