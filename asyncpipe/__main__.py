@@ -16,6 +16,7 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--json", help="write the results here as JSON")
     bench.add_argument("--reference", help="folder of the chapter's .cu programs, built with nvcc as yardsticks")
     bench.add_argument("--quick", action="store_true", help="small sizes, fewer configurations")
+    bench.add_argument("--sgemm-stages", help="comma-separated cp.async stage counts to time (default 2,3,4,5)")
     from .model import cli as timeline_cli
     from .tune import cli as tune_cli
 
@@ -30,7 +31,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "bench":
         from .bench import run_bench
 
-        return run_bench(args.json, args.reference, args.quick)
+        stages = tuple(int(s) for s in args.sgemm_stages.split(",")) if args.sgemm_stages else None
+        return run_bench(args.json, args.reference, args.quick, stages)
     if args.command == "timeline":
         return timeline_cli.run(args)
     if args.command == "tune":

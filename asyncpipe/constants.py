@@ -21,6 +21,7 @@ SWIZZLE_SPAN_BYTES = {"none": None, "32B": 32, "64B": 64, "128B": 128}   # inner
 # --- bulk copies (PTX ISA 8.0, sm_90) ---------------------------------------------------------
 BULK_SIZE_ALIGN = 16                  # cp.async.bulk: size and both addresses multiples of 16
 BULK_SMEM_ALIGN_TENSOR = 128          # cp.async.bulk.tensor shared-memory box: 128-byte aligned
+TMA_COORD_ALIGN = 16                  # bytes: innermost box coordinate x itemsize (measured on H200, see ptx.bulk_tensor)
 
 # --- clusters (CUDA programming guide, sm_90) --------------------------------------------------
 CLUSTER_SIZE_PORTABLE_MAX = 8         # portable cluster size

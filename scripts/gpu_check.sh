@@ -5,7 +5,8 @@
 #   run(command="bash scripts/gpu_check.sh", carry=[".whl", ".ref"])
 # .whl holds numpy 2.4 (the image's numpy 2.5 breaks numba-cuda 0.30.4) and pytest; .ref is an
 # ignored copy of ../shared/reference (the yardstick programs; never committed).
-# Environment: STEPS (default "tests sanitizer bench"), PYTEST_ARGS, SANITIZER_TOOLS.
+# Environment: STEPS (default "tests sanitizer bench"), PYTEST_ARGS, JOBS, SANITIZER_TOOLS, SANITIZER_TESTS,
+# SAN_JOBS, SANITIZER_LIMIT (seconds), BENCH_ARGS, COMMIT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/asyncpipe-out}; mkdir -p "$OUT"
@@ -25,9 +26,27 @@ python3 -c "import numpy, numba, numba.cuda as c; print('numpy', numpy.__version
 row "gpu" "$(head -1 "$OUT/gpu.txt")"
 row "date / commit" "$(date -u +%F) ${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
 
+# compute-sanitizer: each tool over every primitive's GPU tests and the chapter kernels at small
+# sizes (one process per test file; the benchmarks' sizes are not sanitized). The three tools run in
+# the background, beside the plain test run, to fit the GPU machine's time.
+SANITIZER_DEFAULT="tests/ptx tests/kernels/test_tma_add_one.py tests/kernels/test_cluster_sum.py \
+  tests/kernels/test_sgemm.py::test_sgemm_gpu[130-70-33-cp_async-3] tests/kernels/test_sgemm.py::test_sgemm_gpu[256-256-256-cp_async-3] \
+  tests/kernels/test_sgemm.py::test_sgemm_gpu[256-256-256-v4-1]"
+JOBS=${JOBS:-12}
+SAN_JOBS=${SAN_JOBS:-4}
+declare -A SAN_T0
+if [[ $STEPS == *sanitizer* ]]; then
+  for tool in ${SANITIZER_TOOLS:-memcheck racecheck synccheck}; do
+    SAN_T0[$tool]=$(date +%s)
+    timeout "${SANITIZER_LIMIT:-600}" python3 scripts/run_isolated.py -j "$SAN_JOBS" --per-file --timeout 500 \
+      --log "$OUT/sanitizer_${tool}_failures.log" \
+      --wrap "compute-sanitizer --tool $tool --error-exitcode 99 --print-limit 10" \
+      -m "gpu or hopper" ${SANITIZER_TESTS:-$SANITIZER_DEFAULT} > "$OUT/sanitizer_$tool.log" 2>&1 &
+  done
+fi
+
 # GPU tests: one process per test (a sticky CUDA error would otherwise fail every later test in
 # the process and hide its cause), JOBS at a time.
-JOBS=${JOBS:-12}
 if [[ $STEPS == *tests* ]]; then
   t0=$(date +%s)
   python3 scripts/run_isolated.py -j "$JOBS" --log "$OUT/gpu_failures.log" -m "gpu or hopper" ${PYTEST_ARGS:-tests} \
@@ -35,16 +54,11 @@ if [[ $STEPS == *tests* ]]; then
   grep FAIL "$OUT/gpu_tests.log" | head -40
   row "gpu tests" "$(tail -1 "$OUT/gpu_tests.log") ($(( $(date +%s) - t0 )) s)"
 fi
-
-# compute-sanitizer over the same tests, each tool in its own isolated run
+wait
 if [[ $STEPS == *sanitizer* ]]; then
   for tool in ${SANITIZER_TOOLS:-memcheck racecheck synccheck}; do
-    t0=$(date +%s)
-    python3 scripts/run_isolated.py -j "$JOBS" --timeout 500 --log "$OUT/sanitizer_${tool}_failures.log" \
-      --wrap "compute-sanitizer --tool $tool --error-exitcode 99 --print-limit 10" \
-      -m "gpu or hopper" ${SANITIZER_TESTS:-${PYTEST_ARGS:-tests}} > "$OUT/sanitizer_$tool.log" 2>&1
     grep FAIL "$OUT/sanitizer_$tool.log" | head -20
-    row "sanitizer $tool" "$(tail -1 "$OUT/sanitizer_$tool.log") ($(( $(date +%s) - t0 )) s)"
+    row "sanitizer $tool" "$(tail -1 "$OUT/sanitizer_$tool.log") ($(( $(date +%s) - ${SAN_T0[$tool]} )) s)"
   done
 fi
 

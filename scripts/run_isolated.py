@@ -31,20 +31,28 @@ def main() -> int:
     ap.add_argument("--wrap", default="", help="command to run pytest under (compute-sanitizer ...)")
     ap.add_argument("--log", default=None, help="write the output of failing tests here")
     ap.add_argument("--timeout", type=float, default=300)
+    ap.add_argument("--per-file", action="store_true",
+                    help="one process per test file instead of per test (fewer compiles; for sanitizer runs)")
     opts, rest = ap.parse_known_args()
     tests = collect(rest)
+    if opts.per_file:   # the selected tests of each file, by node id, in one process
+        by_file: dict[str, list[str]] = {}
+        for t in tests:
+            by_file.setdefault(t.split("::", 1)[0], []).append(t)
+        tests = [" ".join(ids) for ids in by_file.values()]
     wrap = shlex.split(opts.wrap)
     failures: dict[str, str] = {}
 
     def run(test: str):
         t0 = time.time()
-        cmd = [*wrap, sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", test]
+        cmd = [*wrap, sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *test.split()]
         try:
             res = subprocess.run(cmd, capture_output=True, text=True, timeout=opts.timeout)
             ok, text = res.returncode == 0, res.stdout[-6000:] + res.stderr[-3000:]
         except subprocess.TimeoutExpired:
             ok, text = False, f"timed out after {opts.timeout} s"
-        print(f"{'PASS' if ok else 'FAIL'} {time.time() - t0:5.1f}s {test}", flush=True)
+        name = test if " " not in test else f"{test.split('::', 1)[0]} ({len(test.split())} tests)"
+        print(f"{'PASS' if ok else 'FAIL'} {time.time() - t0:5.1f}s {name}", flush=True)
         if not ok:
             failures[test] = text
 
@@ -54,7 +62,8 @@ def main() -> int:
         with open(opts.log, "w") as f:
             for test, text in failures.items():
                 f.write(f"===== {test}\n{text}\n")
-    print(f"{len(tests) - len(failures)} passed, {len(failures)} failed")
+    unit = "files" if opts.per_file else "tests"
+    print(f"{len(tests) - len(failures)} {unit} passed, {len(failures)} failed")
     return 1 if failures or not tests else 0
 
 

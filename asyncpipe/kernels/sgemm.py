@@ -12,9 +12,10 @@ Two kernels share one tile (BM = BN = 128, BK = 8, each of 256 threads owns an 8
                  compute tile kt
 
 Beyond the chapter: any M, N, K. Tiles hanging over an edge are loaded with cp.async's zero-fill
-form (``src_size`` 0 reads nothing and writes zeros) and stores are predicated. A's tile is kept
-k-major in shared memory (each thread's 8 values of A for one k are contiguous); A moves in 4-byte
-copies, B in 16-byte copies when N is a multiple of 4 (``VEC=4``), else 4-byte ones (``VEC=1``).
+form (``src_size`` 0 reads nothing and writes zeros) and stores are predicated. Each operand moves
+in 16-byte copies when its rows are 16-byte aligned (``VEC_A``/``VEC_B`` = 4), else in 4-byte ones.
+Both tiles stay row-major as in the chapter; LLVM merges a thread's reads of A across the unrolled
+``dot`` loop into 16-byte shared loads (``LDS.128``), so A needs no transposition.
 """
 
 from __future__ import annotations
@@ -30,7 +31,14 @@ THREADS = (BM * BN) // (TM * TN)          # 256
 TILE_FLOATS = BM * BK + BK * BN           # one stage of A and B tiles
 STAGE_BYTES = TILE_FLOATS * 4             # 8 KiB: the chapter's exercise answer
 MIN_STAGES, MAX_STAGES = 2, 8
-LAUNCH_BOUNDS = (THREADS, 2)              # maxntid, minnctapersm
+# (maxntid, minnctapersm): two CTAs of 256 threads per SM cap a thread at 128 registers, which the
+# interior kernel fits; the edge kernel's bounds arithmetic would spill under that cap, so it gets one
+LAUNCH_BOUNDS = (THREADS, 2)
+LAUNCH_BOUNDS_EDGES = (THREADS, 1)
+
+
+def launch_bounds(edges: bool) -> tuple[int, int]:
+    return LAUNCH_BOUNDS_EDGES if edges else LAUNCH_BOUNDS
 
 
 def sgemm_cp_async(M, N, K, alpha, A, B, beta, C):
@@ -42,29 +50,32 @@ def sgemm_cp_async(M, N, K, alpha, A, B, beta, C):
     col0 = cuda.blockIdx.x * BN
     num_tiles = (K + BK - 1) // BK
 
-    # A's tile is stored transposed (k-major, As[k][m]) so that a thread's 8 values of A for one k
-    # are contiguous (two 16-byte shared loads), like B's. cp.async cannot transpose a 16-byte
-    # chunk, so A moves in 4-byte copies; B in VEC-element copies (16 bytes when rows allow).
+    # Element e of a row-major tile sits at row e // width, column e % width; each thread copies
+    # VEC_A (VEC_B) consecutive elements of A (B) per step: 16 bytes when the matrix's rows allow it.
     # Outside the matrix a copy reads 0 bytes (zero fill) from element 0.
     def issue(stage, kt):                             # one tile of A (BM x BK) and B (BK x BN)
         k0 = kt * BK
         base = stage * TILE_FLOATS
-        for r in unroll(BM * BK // (THREADS * 4)):
-            e = (r * THREADS + tid) * 4               # 4 consecutive k of one row m of A
-            m = e // BK
-            gr = row0 + m
-            for c in unroll(4):
-                gc = k0 + e % BK + c
-                ok = gr < M and gc < K
-                ptx.cp_async_ca_shared_global_4_src_size(ptx.addr(smem, base + (e % BK + c) * BM + m),
-                                                         ptx.addr(A, gr * K + gc if ok else 0), 4 if ok else 0)
-        for r in unroll(BK * BN // (THREADS * VEC)):
-            e = (r * THREADS + tid) * VEC
+        for r in unroll(BM * BK // (THREADS * VEC_A)):
+            e = (r * THREADS + tid) * VEC_A
+            gr = row0 + e // BK
+            gc = k0 + e % BK
+            if EDGES:
+                nbytes = max(0, min(VEC_A, K - gc)) * 4 if gr < M else 0
+                src = gr * K + gc if nbytes > 0 else 0
+                copy_a(ptx.addr(smem, base + e), ptx.addr(A, src), nbytes)
+            else:
+                ptx.cp_async_cg_shared_global_16(ptx.addr(smem, base + e), ptx.addr(A, gr * K + gc))
+        for r in unroll(BK * BN // (THREADS * VEC_B)):
+            e = (r * THREADS + tid) * VEC_B
             gr = k0 + e // BN
             gc = col0 + e % BN
-            nbytes = max(0, min(VEC, N - gc)) * 4 if gr < K else 0
-            src = gr * N + gc if nbytes > 0 else 0
-            copy_zfill(ptx.addr(smem, base + BM * BK + e), ptx.addr(B, src), nbytes)
+            if EDGES:
+                nbytes = max(0, min(VEC_B, N - gc)) * 4 if gr < K else 0
+                src = gr * N + gc if nbytes > 0 else 0
+                copy_b(ptx.addr(smem, base + BM * BK + e), ptx.addr(B, src), nbytes)
+            else:
+                ptx.cp_async_cg_shared_global_16(ptx.addr(smem, base + BM * BK + e), ptx.addr(B, gr * N + gc))
 
     # ---- prologue: tiles 0 .. STAGES-2 in flight, one group each --------------------------------
     for s in range(STAGES - 1):
@@ -81,13 +92,13 @@ def sgemm_cp_async(M, N, K, alpha, A, B, beta, C):
         if nxt < num_tiles:
             issue(nxt % STAGES, nxt)                  # overwrites the buffer of tile kt-1
         ptx.cp_async_commit_group()                   # even when empty: keeps group counts aligned
-        a_base = (kt % STAGES) * TILE_FLOATS + thread_row * TM
+        a_base = (kt % STAGES) * TILE_FLOATS + thread_row * TM * BK
         b_base = (kt % STAGES) * TILE_FLOATS + BM * BK + thread_col * TN
         for dot in unroll(BK):
             reg_m = registers(TM)
             reg_n = registers(TN)
             for i in unroll(TM):
-                reg_m[i] = smem[a_base + dot * BM + i]
+                reg_m[i] = smem[a_base + i * BK + dot]    # LLVM merges these into 16-byte loads
             for j in unroll(TN):
                 reg_n[j] = smem[b_base + dot * BN + j]
             for i in unroll(TM):
@@ -100,7 +111,7 @@ def sgemm_cp_async(M, N, K, alpha, A, B, beta, C):
         r = row0 + thread_row * TM + i
         for j in unroll(TN):
             c = col0 + thread_col * TN + j
-            if r < M and c < N:
+            if not EDGES or (r < M and c < N):
                 if beta == 0:                         # BLAS: C is not read when beta is 0
                     C[r * N + c] = alpha * acc[i, j]
                 else:
@@ -121,12 +132,12 @@ def sgemm_v4(M, N, K, alpha, A, B, beta, C):
             e = r * THREADS + tid
             gr = row0 + e // BK
             gc = k0 + e % BK
-            smem[(e % BK) * BM + e // BK] = A[gr * K + gc] if gr < M and gc < K else float32(0)
+            smem[(e % BK) * BM + e // BK] = A[gr * K + gc] if not EDGES or (gr < M and gc < K) else float32(0)
         for r in unroll(BK * BN // THREADS):          # B tile
             e = r * THREADS + tid
             gr = k0 + e // BN
             gc = col0 + e % BN
-            smem[BM * BK + e] = B[gr * N + gc] if gr < K and gc < N else float32(0)
+            smem[BM * BK + e] = B[gr * N + gc] if not EDGES or (gr < K and gc < N) else float32(0)
         cuda.syncthreads()
         for dot in unroll(BK):
             reg_m = registers(TM)
@@ -143,7 +154,7 @@ def sgemm_v4(M, N, K, alpha, A, B, beta, C):
         r = row0 + thread_row * TM + i
         for j in unroll(TN):
             c = col0 + thread_col * TN + j
-            if r < M and c < N:
+            if not EDGES or (r < M and c < N):
                 if beta == 0:
                     C[r * N + c] = alpha * acc[i, j]
                 else:
@@ -156,17 +167,27 @@ def sgemm_v4(M, N, K, alpha, A, B, beta, C):
 _kernels: dict = {}
 
 
-def kernel(variant: str = "cp_async", stages: int = 3, vec: int = 4):
+_COPY = {4: ptx.cp_async_cg_shared_global_16_src_size, 1: ptx.cp_async_ca_shared_global_4_src_size}
+
+
+def kernel_source(variant: str = "cp_async", stages: int = 3, vec_a: int = 4, vec_b: int = 4, edges: bool = True):
+    """The unrolled Python function of one configuration (what ``kernel`` compiles). With
+    ``edges=False`` (M, N multiples of 128, K of 8: the chapter's case) tiles never hang over an edge
+    and the loads and stores drop their bounds arithmetic."""
+    if variant == "v4":
+        return unrolled(sgemm_v4, EDGES=edges)
+    if not edges and (vec_a, vec_b) != (4, 4):
+        raise ValueError("edges=False needs 16-byte copies (vec_a = vec_b = 4)")
+    return unrolled(sgemm_cp_async, STAGES=stages, VEC_A=vec_a, VEC_B=vec_b, EDGES=edges,
+                    copy_a=_COPY[vec_a], copy_b=_COPY[vec_b])
+
+
+def kernel(variant: str = "cp_async", stages: int = 3, vec_a: int = 4, vec_b: int = 4, edges: bool = True):
     """The compiled-on-first-use ``cuda.jit`` dispatcher for one configuration."""
-    key = (variant, stages, vec)
+    key = (variant, stages, vec_a, vec_b, edges)
     if key not in _kernels:
-        if variant == "v4":
-            fn = unrolled(sgemm_v4)
-        else:
-            copy = ptx.cp_async_cg_shared_global_16_src_size if vec == 4 else ptx.cp_async_ca_shared_global_4_src_size
-            fn = unrolled(sgemm_cp_async, STAGES=stages, VEC=vec, copy_zfill=copy)
-        # 2 CTAs of 256 threads per SM: at most 128 registers each (129 would leave one CTA per SM)
-        _kernels[key] = cuda.jit(fn, launch_bounds=LAUNCH_BOUNDS)
+        fn = kernel_source(variant, stages, vec_a, vec_b, edges)
+        _kernels[key] = cuda.jit(fn, launch_bounds=launch_bounds(edges))
     return _kernels[key]
 
 
@@ -189,13 +210,16 @@ def sgemm(A, B, C=None, alpha=1.0, beta=0.0, stages=3, variant="cp_async", strea
     N = b.shape[1]
     c = cuda.device_array((M, N), np.float32, stream=stream) if C is None else as_matrix("sgemm", "C", C)
     check_gemm("sgemm", a, b, c, beta if C is not None else 0.0, stages, variant, C is None and beta != 0)
-    vec = 4 if K % 4 == 0 and N % 4 == 0 and a.device_ctypes_pointer.value % 16 == 0 and \
-        b.device_ctypes_pointer.value % 16 == 0 else 1
+    # 16-byte copies need 16-byte aligned rows: K (N) a multiple of 4 and A (B) 16-byte aligned
+    vec_a = 4 if K % 4 == 0 and a.device_ctypes_pointer.value % 16 == 0 else 1
+    vec_b = 4 if N % 4 == 0 and b.device_ctypes_pointer.value % 16 == 0 else 1
+    edges = not (M % BM == 0 and N % BN == 0 and K % BK == 0 and vec_a == vec_b == 4)
+    edges_v4 = not (M % BM == 0 and N % BN == 0 and K % BK == 0)
     grid = ((N + BN - 1) // BN, (M + BM - 1) // BM)
     args = (np.int32(M), np.int32(N), np.int32(K), np.float32(alpha), a.reshape(M * K), b.reshape(K * N),
             np.float32(beta), c.reshape(M * N))
     if variant == "v4":
-        kernel("v4")[grid, THREADS, stream](*args)
+        kernel("v4", edges=edges_v4)[grid, THREADS, stream](*args)
     else:
-        launch(kernel("cp_async", stages, vec), grid, THREADS, *args, shared_mem=shared_bytes(stages), stream=stream)
+        launch(kernel("cp_async", stages, vec_a, vec_b, edges), grid, THREADS, *args, shared_mem=shared_bytes(stages), stream=stream)
     return c

@@ -10,9 +10,13 @@ Operands, as every function below takes them:
   argument. A map written to global memory from the host must first be acquired by the issuing thread
   with ``fence_proxy_tensormap_generic_acquire_gpu(addr(tmap, 0))`` (see ``TensorMap``).
 - ``c0..c4``: int32 element coordinates of the box's first element, innermost dimension first as in
-  PTX (the reverse of numpy's order). They may be negative or run past the edge: a load fills the
+  PTX (the reverse of numpy's order). A box may hang over the tensor's edges: a load fills the
   missing elements (zero, or NaN for a float map made with ``oob_fill="nan"``) and still delivers the
-  whole box's bytes; a store writes only the elements inside the tensor.
+  whole box's bytes; a store writes only the elements inside the tensor. Two rules the PTX ISA does
+  not spell out, measured on the H200 (driver 580; a broken one stops the kernel with
+  ``CUDA_ERROR_ILLEGAL_INSTRUCTION``): ``c0 * itemsize`` must be a multiple of 16 bytes (the box
+  starts on a 16-byte boundary of its row, as ``constants.TMA_COORD_ALIGN`` says), and a store's
+  coordinates must not be negative (a load's may be: it fills).
 - ``bar``: ``addr(...)`` of an ``np.uint64`` shared mbarrier of this CTA; the copy performs
   ``complete_tx(box bytes)`` on it, so expect ``TensorMap.box_bytes`` with ``mbarrier_arrive_expect_tx``.
 - ``cta_mask`` (multicast): uint16, bit ``r`` set = deliver to the CTA of rank ``r`` in the cluster, at

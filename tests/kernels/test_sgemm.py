@@ -18,25 +18,23 @@ def rel_err(got, ref):
 
 
 @pytest.mark.sass
-@pytest.mark.parametrize("stages,vec", [(3, 4), (4, 1)])
-def test_cp_async_sass(stages, vec):
-    from asyncpipe.kernels.unroll import unrolled
-    from asyncpipe import ptx
-
-    copy = ptx.cp_async_cg_shared_global_16_src_size if vec == 4 else ptx.cp_async_ca_shared_global_4_src_size
-    fn = unrolled(S.sgemm_cp_async, STAGES=stages, VEC=vec, copy_zfill=copy)
-    cubin = assert_sass(fn, SIG, has=("LDGSTS", "LDGDEPBAR", "DEPBAR.LE", "LDS.128"), launch_bounds=S.LAUNCH_BOUNDS)
+@pytest.mark.parametrize("stages,vec_a,vec_b,edges", [(3, 4, 4, False), (3, 4, 4, True), (4, 1, 1, True),
+                                                      (2, 4, 1, True), (8, 4, 4, False)])
+def test_cp_async_sass(stages, vec_a, vec_b, edges):
+    fn = S.kernel_source("cp_async", stages, vec_a, vec_b, edges)
+    cubin = assert_sass(fn, SIG, has=("LDGSTS", "LDGDEPBAR", "DEPBAR.LE", "LDS.128"),
+                        launch_bounds=S.launch_bounds(edges))
     # the whole 8x8x8 micro-tile is unrolled: 512 FFMA in the loop, 64 more in the epilogue
     assert cubin.count("FFMA") >= 512
-    assert cubin.resources.registers <= 128       # two CTAs of 256 threads per SM
+    if not edges:                                 # two CTAs of 256 threads per SM
+        assert cubin.resources.registers <= 128
+        assert cubin.count("LDGSTS.E.BYPASS.128") >= 2 and not cubin.count("ZFILL")
 
 
 @pytest.mark.sass
 def test_v4_sass():
-    from asyncpipe.kernels.unroll import unrolled
-
-    cubin = assert_sass(unrolled(S.sgemm_v4), SIG, has=("LDS.128", "BAR.SYNC"), lacks=("CALL", "LDGSTS"),
-                        launch_bounds=S.LAUNCH_BOUNDS)
+    cubin = assert_sass(S.kernel_source("v4", edges=False), SIG, has=("LDS.128", "BAR.SYNC"),
+                        lacks=("CALL", "LDGSTS"), launch_bounds=S.LAUNCH_BOUNDS)
     assert cubin.resources.registers <= 128
     assert cubin.count("FFMA") >= 512
 
@@ -45,7 +43,7 @@ def test_shared_memory_per_stage_is_the_chapters_answer():
     assert [S.shared_bytes(s) // 1024 for s in (2, 3, 4)] == [16, 24, 32]
 
 
-CASES = [(256, 256, 256), (1000, 1000, 999), (1, 1, 1), (130, 70, 33), (64, 300, 8), (129, 257, 1027)]
+CASES = [(256, 256, 256), (128, 384, 64), (1000, 1000, 999), (1, 1, 1), (130, 70, 33), (64, 300, 8), (129, 257, 1027)]
 
 
 @pytest.mark.gpu
@@ -91,14 +89,14 @@ def test_sgemm_from_other_libraries(rng):
     (dict(stages=1), "stages must be an integer in 2..8"),
     (dict(stages=3.0), "stages must be an integer in 2..8"),
     (dict(beta=1.0), "beta != 0 needs an input C"),
-    (dict(A="dev:T"), "A must be C-contiguous"),
+    (dict(A="dev:cols"), "A must be C-contiguous"),
 ])
 def test_sgemm_bad_input(bad, rule):
     def dev(spec):
         if spec == "dev:f64":
             return cuda.to_device(np.ones((4, 4)))
-        if spec == "dev:T":
-            return cuda.to_device(np.ones((4, 4), np.float32)).T
+        if spec == "dev:cols":   # a 4 x 4 window of a 4 x 8 array: row stride 32 bytes, not 16
+            return cuda.to_device(np.ones((4, 8), np.float32))[:, :4]
         shape = eval(spec[4:])
         return cuda.to_device(np.ones(shape, np.float32))
 

@@ -21,7 +21,7 @@ from numba.cuda import types
 from numba.cuda.np import numpy_support
 
 from asyncpipe import ptx
-from asyncpipe.constants import BULK_SMEM_ALIGN_TENSOR
+from asyncpipe.constants import BULK_SMEM_ALIGN_TENSOR, TMA_COORD_ALIGN
 from tests.ptx.test_bulk import WAIT_NAP_NS, WAIT_TRIES
 from tests.sass import assert_sass
 
@@ -431,9 +431,13 @@ def test_load_ranks_gpu(rank, rng):
     a = random_array(rng, shape, dtype)
     d, tmap = device_array_and_map(a, box)
     blocks = 16
+    # the innermost coordinate times the itemsize must be a multiple of 16 bytes (TMA_COORD_ALIGN)
+    step = TMA_COORD_ALIGN // np.dtype(dtype).itemsize
     origins = [tuple(int(rng.integers(0, n - b + 1)) for n, b in zip(shape, box)) for _ in range(blocks)]
+    origins = [(*o[:-1], o[-1] // step * step) for o in origins]
     origins[0] = (0,) * rank
-    origins[1] = tuple(n - b for n, b in zip(shape, box))           # the far corner
+    origins[1] = tuple(n - b for n, b in zip(shape, box))           # the far corner (aligned in RANKS)
+    assert origins[1][-1] % step == 0
     coords = np.array([o[::-1] for o in origins], np.int32)         # PTX order: innermost first
     elems = int(np.prod(box))
     poison = dtype(7)
@@ -453,7 +457,8 @@ def test_load_ranks_gpu(rank, rng):
 def test_out_of_bounds_fill_gpu(fill, rng):
     a = rng.standard_normal((40, 52)).astype(np.float32)
     d, tmap = device_array_and_map(a, (BOX_H, BOX_W), oob_fill=fill)
-    origins = [(30, 40), (-4, -8), (38, -30), (-15, 50), (0, 0)]   # numpy order: (row, column)
+    # numpy order: (row, column); columns are multiples of 4 float32 (TMA_COORD_ALIGN)
+    origins = [(30, 40), (-4, -8), (38, -28), (-15, 48), (0, 0)]
     coords = np.array([o[::-1] for o in origins], np.int32)
     poison = np.float32(-12345.5)
     out = cuda.to_device(np.full((len(origins), BOX_H * BOX_W), poison, np.float32))
@@ -472,14 +477,16 @@ def test_out_of_bounds_fill_gpu(fill, rng):
 @pytest.mark.hopper
 def test_clipped_store_gpu():
     # The map covers a 40 x 52 window of a 60 x 80 buffer; everything outside the window is poison
-    # that the boxes hanging over the window's edges must not touch.
+    # that the boxes hanging over the window's far edges must not touch.
     poison = np.int32(-1)
     parent = cuda.to_device(np.full((60, 80), poison, np.int32))
     window = parent[8:48, 16:68]
     from asyncpipe.host.tensor_map import TensorMap
 
     tmap = TensorMap.tiled(window, (BOX_H, BOX_W))
-    origins = [(30, 40), (-4, -8), (14, 8)]                          # numpy order, non-overlapping
+    # numpy order, non-overlapping, overhanging the far edges; columns are multiples of 4 int32
+    # (TMA_COORD_ALIGN) and none is negative (a TMA store at a negative coordinate stops the kernel)
+    origins = [(30, 40), (14, 8), (30, 0), (0, 44)]
     coords = np.array([o[::-1] for o in origins], np.int32)
     cuda.jit(clipped_store_kernel)[len(origins), 128](tmap, cuda.to_device(coords))
     got = parent.copy_to_host()

@@ -1,5 +1,6 @@
 """Clusters: SASS offline for every primitive, then the cluster barrier and DSMEM on the GPU."""
 
+import functools
 import re
 
 import numpy as np
@@ -196,6 +197,13 @@ def make_sreg(read):
     return kernel
 
 
+
+@functools.lru_cache(maxsize=None)
+def jitted(which, kind):
+    """One compiled kernel per (exchange or store, element kind), shared by every cluster shape."""
+    dtype, _, ld, st, poison = DSMEM[kind]
+    return cuda.jit(make_exchange(dtype, ld) if which == "exchange" else make_store(dtype, st, poison))
+
 @pytest.mark.sass
 @pytest.mark.parametrize("name", sorted(SREGS))
 def test_sreg_sass(name):
@@ -341,7 +349,7 @@ def test_dsmem_exchange_gpu(kind, cluster, rng):
     blocks = int(np.prod(grid))
     src = _random(rng, dtype, (blocks, THREADS))
     dst = cuda.to_device(np.full((blocks, THREADS), poison, dtype))
-    launch(cuda.jit(make_exchange(dtype, ld)), grid, THREADS, cuda.to_device(src), dst, cluster=cluster)
+    launch(jitted("exchange", kind), grid, THREADS, cuda.to_device(src), dst, cluster=cluster)
     cuda.synchronize()
     np.testing.assert_array_equal(dst.copy_to_host(), src[neighbours(grid, dim3(cluster), +1)])
 
@@ -356,7 +364,7 @@ def test_dsmem_store_gpu(kind, cluster, rng):
     blocks = int(np.prod(grid))
     src = _random(rng, dtype, (blocks, THREADS))
     dst = cuda.to_device(np.full((blocks, THREADS), poison, dtype))
-    launch(cuda.jit(make_store(dtype, st, poison)), grid, THREADS, cuda.to_device(src), dst, cluster=cluster)
+    launch(jitted("store", kind), grid, THREADS, cuda.to_device(src), dst, cluster=cluster)
     cuda.synchronize()
     # the CTA of rank r received the row of rank r - 1
     np.testing.assert_array_equal(dst.copy_to_host(), src[neighbours(grid, dim3(cluster), -1)])
