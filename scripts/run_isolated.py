@@ -19,6 +19,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 
+SEP = "\x1f"   # joins the node ids of one process (ids may hold spaces: "test_x[a must be 2-D]")
+
+
 def collect(args: list[str]) -> list[str]:
     out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *args],
                          capture_output=True, text=True)
@@ -39,19 +42,19 @@ def main() -> int:
         by_file: dict[str, list[str]] = {}
         for t in tests:
             by_file.setdefault(t.split("::", 1)[0], []).append(t)
-        tests = [" ".join(ids) for ids in by_file.values()]
+        tests = [SEP.join(ids) for ids in by_file.values()]
     wrap = shlex.split(opts.wrap)
     failures: dict[str, str] = {}
 
     def run(test: str):
         t0 = time.time()
-        cmd = [*wrap, sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *test.split()]
+        cmd = [*wrap, sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *test.split(SEP)]
         try:
             res = subprocess.run(cmd, capture_output=True, text=True, timeout=opts.timeout)
             ok, text = res.returncode == 0, res.stdout[-6000:] + res.stderr[-3000:]
         except subprocess.TimeoutExpired:
             ok, text = False, f"timed out after {opts.timeout} s"
-        name = test if " " not in test else f"{test.split('::', 1)[0]} ({len(test.split())} tests)"
+        name = test if SEP not in test else f"{test.split('::', 1)[0]} ({len(test.split(SEP))} tests)"
         print(f"{'PASS' if ok else 'FAIL'} {time.time() - t0:5.1f}s {name}", flush=True)
         if not ok:
             failures[test] = text
