@@ -25,8 +25,9 @@ def _matplotlib():
     return Figure
 
 
-def plot_timeline(tl, ax=None, title: str | None = None):
-    """Draw ``tl`` on ``ax`` (a new figure's axes when None) and return the axes."""
+def plot_timeline(tl, ax=None, title: str | None = None, unit: str | None = None):
+    """Draw ``tl`` on ``ax`` (a new figure's axes when None) and return the axes. ``unit`` names
+    the time unit on the x axis (``"ns"``)."""
     Figure = _matplotlib()
     S = tl.params["stages"]
     if ax is None:
@@ -56,7 +57,7 @@ def plot_timeline(tl, ax=None, title: str | None = None):
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7, frameon=False)
     ax.set_yticks(range(len(lanes)), lanes)
     ax.invert_yaxis()
-    ax.set_xlabel("time")
+    ax.set_xlabel(f"time ({unit})" if unit else "time")
     ax.grid(axis="x", alpha=0.3)
     p = tl.params
     total = "deadlock" if tl.deadlocked else f"{tl.total_time:g}"

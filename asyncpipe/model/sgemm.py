@@ -73,8 +73,8 @@ class SgemmCalibration:
     """The model's two constants for the SGEMM, in nanoseconds (see the module doc), and the
     optional ones: ``issue_ns`` per tile's loads, ``sm_bytes_per_ns`` (None: unlimited)."""
 
-    load_latency_ns: float = 1711.2
-    compute_ns: float = 801.7
+    load_latency_ns: float = 1712.3
+    compute_ns: float = 805.5
     issue_ns: float = 0.0
     sm_bytes_per_ns: float | None = None
     source: str = "fit to the chapter's nvcc SGEMM, H200, n=4096, stages 2-6 (2026-11-29)"
@@ -124,52 +124,99 @@ def cta_time(tiles: int, stages: int, cal: SgemmCalibration, resident: int, tile
                              ctas_per_sm=resident).total_time
 
 
-def predict(problem, stages: int, lim: DeviceLimits, cal: SgemmCalibration = DEFAULT_CALIBRATION,
-            tile: SgemmTile = CHAPTER_TILE, registers: int | None = None) -> Prediction:
-    """Predicted time of the S-stage SGEMM on ``problem`` = (M, N, K) on the GPU ``lim``."""
+@dataclass(frozen=True)
+class _Plan:
+    """How a grid runs: ``tiles`` per CTA and its waves as ``(how many, CTAs resident per SM)``."""
+
+    tiles: int
+    waves: tuple[tuple[int, int], ...]
+    occupancy: object
+
+
+def _plan(problem, stages: int, lim: DeviceLimits, tile: SgemmTile, registers: int | None) -> _Plan:
     m, n, k = _problem(API, problem)
     count(API, "stages", stages, tile.min_stages)
     occ = occupancy(tile.footprint(stages, registers), lim)
     r = occ.ctas_per_sm
     ctas = math.ceil(m / tile.bm) * math.ceil(n / tile.bn)
-    tiles = math.ceil(k / tile.bk)
-    slots = r * lim.sm_count
-    full, rest = divmod(ctas, slots)
-    t = full * cta_time(tiles, stages, cal, r, tile)
+    full, rest = divmod(ctas, r * lim.sm_count)
+    waves = ((full, r),) if full else ()
     if rest:                                  # the last wave: fewer CTAs share each SM
-        t += cta_time(tiles, stages, cal, math.ceil(rest / lim.sm_count), tile)
-    return Prediction(stages, occ.shared_per_cta, r, occ.limited_by, full + (rest > 0), tiles, t)
+        waves += ((1, math.ceil(rest / lim.sm_count)),)
+    return _Plan(math.ceil(k / tile.bk), waves, occ)
+
+
+def predict(problem, stages: int, lim: DeviceLimits, cal: SgemmCalibration = DEFAULT_CALIBRATION,
+            tile: SgemmTile = CHAPTER_TILE, registers: int | None = None) -> Prediction:
+    """Predicted time of the S-stage SGEMM on ``problem`` = (M, N, K) on the GPU ``lim``."""
+    plan = _plan(problem, stages, lim, tile, registers)
+    t = sum(n * cta_time(plan.tiles, stages, cal, r, tile) for n, r in plan.waves)
+    occ = plan.occupancy
+    return Prediction(stages, occ.shared_per_cta, occ.ctas_per_sm, occ.limited_by, sum(n for n, _ in plan.waves),
+                      plan.tiles, t)
 
 
 def calibrate(measured_ms: dict, problem, lim: DeviceLimits, tile: SgemmTile = CHAPTER_TILE,
-              registers: int | None = None, source: str = "fit") -> SgemmCalibration:
+              registers: int | dict | None = None, source: str = "fit") -> SgemmCalibration:
     """Fit the latency and the compute time to measured times ``{stages: ms}`` on ``problem``,
-    minimising the squared log ratio of predicted to measured (a coarse grid refined three times
-    around its best point). With only compute-bound measurements the latency is only bounded
+    minimising the squared log ratio of predicted to measured over a fine grid, refined four times
+    around its best point (no issue cost, unlimited bandwidth: the two constants only).
+    ``registers`` is one count for all, or ``{stages: count}`` as the compiled kernels reported
+    (None: the tile's default). With only compute-bound measurements the latency is only bounded
     above; the fit then returns the smallest latency of the best grid cells."""
+    import numpy as np
+
     check(len(measured_ms) >= 2, "calibrate", "needs times for at least 2 stage counts", dict(measured_ms))
     pts = {count("calibrate", "stages", s, tile.min_stages): duration("calibrate", "measured ms", v, positive=True)
            for s, v in measured_ms.items()}
 
-    def loss(lat, comp):
-        cal = SgemmCalibration(lat, comp)
-        return sum(math.log(predict(problem, s, lim, cal, tile, registers).time_ms / ms) ** 2 for s, ms in pts.items())
+    def regs(s):
+        return registers.get(s) if isinstance(registers, dict) else registers
 
-    # start from the compute-bound reading of the fastest point: compute ~ time / (waves * tiles * r)
+    plans = {s: _plan(problem, s, lim, tile, regs(s)) for s in pts}
+
+    def loss(lat, comp):                     # arrays of the grid's shape; cp_async_closed_form, vectorised
+        err = 0.0
+        for s, ms in pts.items():
+            k = plans[s].tiles - 1
+            q, r_ = divmod(k, s - 1)
+            t = 0.0
+            for n, r in plans[s].waves:
+                c = comp * r
+                t = t + n * (np.maximum(lat + k * c, lat * (1 + q) + r_ * c) + c)
+            err = err + np.log(t * 1e-6 / ms) ** 2
+        return err
+
+    # start from the compute-bound reading of the fastest point: compute ~ time / (tiles x waves x r)
     s0 = min(pts, key=pts.get)
-    p0 = predict(problem, s0, lim, SgemmCalibration(0.0, 1.0), tile, registers)
-    comp0 = pts[s0] * 1e6 / p0.time_ns
-    lat_lo, lat_hi, comp_lo, comp_hi = 1.0, 100 * comp0 * p0.ctas_per_sm, comp0 / 4, comp0 * 2
-    best = (math.inf, 0.0, comp0)
-    for _ in range(4):
-        lats = [lat_lo * (lat_hi / lat_lo) ** (i / 40) for i in range(41)]
-        comps = [comp_lo * (comp_hi / comp_lo) ** (i / 40) for i in range(41)]
-        for comp in comps:
-            for lat in lats:
-                e = loss(lat, comp)
-                if e < best[0] - 1e-12:
-                    best = (e, lat, comp)
-        _, lat, comp = best
+    comp0 = pts[s0] * 1e6 / sum(n * r * plans[s0].tiles for n, r in plans[s0].waves)
+    lat_lo, lat_hi, comp_lo, comp_hi = 1.0, 100 * comp0 * plans[s0].occupancy.ctas_per_sm, comp0 / 4, comp0 * 2
+    for step in range(5):                    # a fine first grid (the loss has narrow valleys), then zoom
+        lats = np.geomspace(lat_lo, lat_hi, 601 if step == 0 else 61)
+        comps = np.geomspace(comp_lo, comp_hi, 201 if step == 0 else 61)
+        L, C = np.meshgrid(lats, comps)
+        e = loss(L, C)
+        i = np.flatnonzero(e <= e.min() + 1e-12)
+        best = min(i, key=lambda j: (L.flat[j], C.flat[j]))      # the smallest latency among the best
+        lat, comp = float(L.flat[best]), float(C.flat[best])
         lat_lo, lat_hi = max(lat / 1.5, 1e-3), lat * 1.5
         comp_lo, comp_hi = comp / 1.2, comp * 1.2
-    return SgemmCalibration(round(best[1], 1), round(best[2], 1), source=source)
+    return SgemmCalibration(round(lat, 1), round(comp, 1), source=source)
+
+
+def compiled_footprint(stages: int, tile: SgemmTile = CHAPTER_TILE, **kernel_kw) -> Footprint:
+    """The footprint of asyncpipe's own cp.async SGEMM with ``stages`` stages, read from the kernel
+    compiled offline for sm_90a (``asyncpipe.codegen``; no GPU, about 15 s): its registers per
+    thread under its own launch bounds, its static shared memory, and the dynamic shared memory
+    ``sgemm()`` launches it with. ``kernel_kw`` selects the variant as
+    ``asyncpipe.kernels.sgemm.kernel`` does."""
+    from numba.cuda import types
+
+    from ..kernels import sgemm as kernels
+    from .resources import compiled_footprint as read
+
+    disp = kernels.kernel("cp_async", stages, **kernel_kw)
+    argtypes = (types.int32, types.int32, types.int32, types.float32, types.float32[::1], types.float32[::1],
+                types.float32, types.float32[::1])
+    return read(disp, argtypes, tile.threads, tile.shared_bytes(stages),
+                launch_bounds=disp.targetoptions.get("launch_bounds"))

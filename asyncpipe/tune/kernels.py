@@ -16,8 +16,8 @@ class Tunable:
     name: str
     dims: tuple[str, ...]                 # the problem's names, in order
     candidates: tuple[int, ...]           # stage counts the kernel accepts
-    predict: Callable                     # (problem, stages, limits, calibration) -> model Prediction
-    calibrate: Callable                   # ({stages: ms}, problem, limits) -> calibration
+    predict: Callable                     # (problem, stages, limits, calibration, registers=None) -> Prediction
+    calibrate: Callable                   # ({stages: ms}, problem, limits, {stages: registers}) -> calibration
     default_calibration: object
     flop: Callable[[tuple], float]        # for the TFLOPS column
     gpu_builder: str                      # function in asyncpipe.tune.gpu: (problem, timer, reps) -> callables
@@ -44,8 +44,9 @@ def _sgemm() -> Tunable:
         name="sgemm",
         dims=("m", "n", "k"),
         candidates=tuple(range(tile.min_stages, tile.max_stages + 1)),
-        predict=lambda problem, s, lim, cal: model.predict(problem, s, lim, cal, tile),
-        calibrate=lambda ms, problem, lim: model.calibrate(ms, problem, lim, tile, source="fit to this tuning run"),
+        predict=lambda problem, s, lim, cal, registers=None: model.predict(problem, s, lim, cal, tile, registers),
+        calibrate=lambda ms, problem, lim, regs=None: model.calibrate(ms, problem, lim, tile, regs,
+                                                                      source="fit to this tuning run"),
         default_calibration=model.DEFAULT_CALIBRATION,
         flop=lambda p: 2.0 * p[0] * p[1] * p[2],
         gpu_builder="sgemm_measurement",

@@ -213,6 +213,9 @@ def tune(kernel: str, problem, *, gpu: str, limits, check: Callable[[int], Check
         r.correct, r.error, r.registers = bool(c.ok), float(c.error), c.registers
         if not c.ok:
             result.notes.append(f"stages={r.stages} failed the check: error {c.error:.3g} {c.detail}".strip())
+        if c.registers is not None:              # predict again with the compiled kernel's registers
+            p = spec.predict(problem, r.stages, limits, cal, c.registers)
+            r.ctas_per_sm, r.limited_by, r.predicted_ms = p.ctas_per_sm, p.limited_by, p.time_ms
     timed = [r for r in todo if r.correct]
     steps = [(k, r) for k in range(rounds) for r in timed]
     for _, r in _progress(steps, "time", progress, lambda kr: f"round {kr[0] + 1} stages={kr[1].stages}"):
@@ -228,11 +231,12 @@ def tune(kernel: str, problem, *, gpu: str, limits, check: Callable[[int], Check
     result.measured = True
     if len(timed) >= 2:
         try:
-            fitted = spec.calibrate({r.stages: r.measured_ms for r in timed}, problem, limits)
+            fitted = spec.calibrate({r.stages: r.measured_ms for r in timed}, problem, limits,
+                                    {r.stages: r.registers for r in timed if r.registers is not None})
             result.fitted_calibration = asdict(fitted)
             for r in rows:
                 if r.pruned != PRUNED_NO_FIT:
-                    r.fitted_ms = spec.predict(problem, r.stages, limits, fitted).time_ms
+                    r.fitted_ms = spec.predict(problem, r.stages, limits, fitted, r.registers).time_ms
         except AsyncpipeError as exc:
             result.notes.append(f"refit skipped: {exc}")
     if use_cache:

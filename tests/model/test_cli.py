@@ -1,0 +1,91 @@
+"""``python -m asyncpipe timeline`` and ``python -m asyncpipe tune`` (its CPU side), and that the
+existing subcommands are still there."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from asyncpipe.__main__ import main
+from asyncpipe.model.cp_async import cp_async_closed_form
+from asyncpipe.model.mbarrier_ring import mbarrier_ring_closed_form
+
+BASE = ["timeline", "--tiles", "8", "--stages", "3", "--load-latency", "20", "--compute", "4"]
+
+
+def test_json_is_one_object_with_total_and_events(capsys):
+    assert main(BASE + ["--json"]) == 0
+    d = json.loads(capsys.readouterr().out)                    # the whole stdout is one JSON object
+    assert d["total_time"] == cp_async_closed_form(8, 3, 20, 4)
+    kinds = {e["kind"] for e in d["events"]}
+    assert {"issue", "land", "compute_start", "compute_end"} <= kinds
+    assert sum(e["kind"] == "issue" for e in d["events"]) == 8 and d["hazards"] == []
+
+
+def test_json_through_the_real_entry_point():
+    out = subprocess.run([sys.executable, "-m", "asyncpipe", *BASE, "--issue-cost", "1", "--json"],
+                         capture_output=True, text=True, check=True)
+    d = json.loads(out.stdout)
+    assert d["params"]["issue_cost"] == 1.0 and d["total_time"] > cp_async_closed_form(8, 3, 20, 4)
+
+
+def test_text_shows_the_pitfall(capsys):
+    assert main(["timeline", "--tiles", "8", "--stages", "4", "--load-latency", "20", "--compute", "2",
+                 "--no-empty-commit"]) == 0
+    out = capsys.readouterr().out
+    assert "HAZARD read_before_land (tile 6" in out and "commit" in out and "wait_group(2)" in out
+
+
+def test_ring_pattern(capsys):
+    assert main(BASE + ["--pattern", "ring", "--consumers", "2", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["pattern"] == "mbarrier ring" and d["total_time"] == mbarrier_ring_closed_form(8, 3, 20, 4)
+
+
+def test_plot_writes_a_png(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    png = tmp_path / "t.png"
+    assert main(BASE + ["--plot", str(png), "--json"]) == 0
+    json.loads(capsys.readouterr().out)                        # --plot keeps stdout one JSON object
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_bad_input_exits_2_with_the_rule(capsys):
+    assert main(["timeline", "--tiles", "8", "--stages", "1", "--load-latency", "20", "--compute", "4"]) == 2
+    assert "error: cp_async_timeline: stages must be an integer >= 2" in capsys.readouterr().err
+    assert main(BASE[:-1] + ["-3"]) == 2
+    assert "compute must be a finite number >= 0" in capsys.readouterr().err
+
+
+def test_tune_predict_only(capsys, tmp_path):
+    js = tmp_path / "pred.json"
+    assert main(["tune", "sgemm", "--m", "4096", "--n", "4096", "--k", "4096", "--predict-only", "--gpu", "H200",
+                 "--json", str(js)]) == 0
+    out = capsys.readouterr().out
+    assert "predicted ms" in out and "<- model's pick" in out
+    d = json.loads(js.read_text())
+    assert d["measured"] is False and [r["stages"] for r in d["rows"]] == list(range(2, 9))
+
+
+def test_tune_without_a_gpu_says_so(capsys, monkeypatch, tmp_path):
+    monkeypatch.setenv("NUMBA_ENABLE_CUDASIM", "1")
+    monkeypatch.setenv("ASYNCPIPE_CACHE_DIR", str(tmp_path))
+    assert main(["tune", "sgemm", "--m", "1024", "--n", "1024", "--k", "512", "--stages", "2", "3"]) == 1
+    cap = capsys.readouterr()
+    assert "not measured: tune sgemm: needs a CUDA GPU" in cap.err and "<- model's pick" in cap.out
+    assert not (tmp_path / "tune.json").exists()
+
+
+def test_tune_calibration_from_the_command_line(capsys):
+    assert main(["tune", "sgemm", "--m", "4096", "--n", "4096", "--k", "4096", "--predict-only", "--gpu", "H200",
+                 "--load-latency-ns", "5000", "--compute-ns", "800"]) == 0
+    out = capsys.readouterr().out
+    assert "load_latency_ns=5000.0" in out and "pruned: predicted" in out
+
+
+def test_existing_subcommands_are_intact():
+    for cmd in ("demo", "bench", "primitives", "timeline", "tune"):
+        with pytest.raises(SystemExit) as e:
+            main([cmd, "--help"])
+        assert e.value.code == 0

@@ -1,0 +1,204 @@
+"""The tuning loop's CPU side: pruning, checking, round-robin timing, the pick, the table, the
+cache. ``check`` and ``time`` here are plain functions returning made-up numbers, and every result
+is labelled with the GPU name "synthetic": nothing in this file claims a GPU measurement."""
+
+from dataclasses import replace
+
+import json
+import pytest
+
+from asyncpipe import __version__
+from asyncpipe.errors import AsyncpipeError, UnsupportedDeviceError
+from asyncpipe.model.limits import table_limits
+from asyncpipe.model.sgemm import SgemmCalibration
+from asyncpipe.tune import cache, cached_stages
+from asyncpipe.tune.search import Check, TuneResult, predict_rows, tune
+
+H200 = table_limits("H200")
+P = (4096, 4096, 4096)
+GPU = "synthetic"
+MS = {2: 3.50, 3: 3.26, 4: 3.34, 5: 3.30, 6: 3.30, 7: 3.31, 8: 3.35}
+
+
+class Fake:
+    """A made-up GPU: fixed times, a log of every call, optional failures."""
+
+    def __init__(self, ms=MS, bad=(), registers=None):
+        self.ms, self.bad, self.registers, self.calls = dict(ms), set(bad), registers, []
+
+    def check(self, s):
+        self.calls.append(("check", s))
+        return Check(s not in self.bad, 0.9 if s in self.bad else 1e-7, self.registers)
+
+    def time(self, s):
+        self.calls.append(("time", s))
+        return self.ms[s]
+
+
+def run(fake, tmp_path, **kw):
+    return tune("sgemm", P, gpu=GPU, limits=H200, check=fake.check, time=fake.time, cache_file=tmp_path / "t.json",
+                progress=False, **kw)
+
+
+def test_prediction_prunes_what_the_model_rules_out():
+    slow2 = SgemmCalibration(4000.0, 800.0)                  # S=2, 3 latency-bound (2 CTAs: C = 1600)
+    rows = predict_rows("sgemm", P, H200, slow2, margin=0.10)
+    assert [r.stages for r in rows] == list(range(2, 9))
+    assert rows[0].pruned.startswith("predicted ") and rows[0].pruned.endswith("% slower than the best")
+    assert rows[1].pruned and all(r.pruned is None for r in rows if r.stages >= 4)
+
+
+def test_candidates_that_do_not_fit_are_pruned():
+    small = replace(H200, shared_per_block_optin=40 * 1024)
+    rows = predict_rows("sgemm", P, small)
+    assert [r.stages for r in rows if r.pruned == "does not fit on the GPU"] == [6, 7, 8]   # 48 KB and up
+    assert "must be <= 40960 bytes" in rows[-1].limited_by
+
+
+def test_the_pick_is_the_fastest_correct_and_everything_is_checked_first(tmp_path):
+    fake = Fake()
+    res = run(fake, tmp_path, rounds=2)
+    assert res.best_stages == 3 and res.measured and not res.from_cache
+    assert [c for c in fake.calls if c[0] == "check"] == [("check", s) for s in range(2, 9)]
+    timed = [s for kind, s in fake.calls if kind == "time"]
+    assert timed == list(range(2, 9)) * 2                    # round-robin, one round after the other
+    assert fake.calls.index(("time", 2)) > fake.calls.index(("check", 8))
+    assert res.row(5).measured_ms == 3.30 and res.row(5).times_ms == [3.30, 3.30]
+
+
+def test_median_of_rounds_and_ties_go_to_fewer_stages(tmp_path):
+    seq = {3: iter([9.0, 1.0, 1.0]), 4: iter([1.0, 1.0, 5.0])}
+    res = tune("sgemm", P, gpu=GPU, limits=H200, check=lambda s: Check(True, 0.0), time=lambda s: next(seq[s]),
+               candidates=[3, 4], rounds=3, use_cache=False, progress=False)
+    assert res.row(3).measured_ms == 1.0 == res.row(4).measured_ms and res.best_stages == 3
+
+
+def test_a_wrong_result_is_never_picked(tmp_path):
+    fake = Fake(ms=MS | {3: 1.0}, bad={3})
+    res = run(fake, tmp_path)
+    assert res.best_stages == 5 and res.row(3).correct is False and res.row(3).measured_ms is None
+    assert ("time", 3) not in fake.calls
+    assert any("stages=3 failed the check: error 0.9" in n for n in res.notes)
+
+
+def test_nothing_correct_is_an_error(tmp_path):
+    with pytest.raises(AsyncpipeError, match="tune: at least one candidate must pass the check against numpy"):
+        run(Fake(bad=range(2, 9)), tmp_path)
+
+
+def test_measure_pruned_times_them_but_does_not_pick_them(tmp_path):
+    fake = Fake(ms=MS | {2: 1.0})
+    res = run(fake, tmp_path, calibration=SgemmCalibration(4000.0, 800.0), measure_pruned=True)
+    assert res.row(2).pruned and res.row(2).measured_ms == 1.0 and res.best_stages == 5
+    checks = res.checks()
+    assert checks["pick_within_2pct"] is False and checks["pick_vs_best_measured"] == pytest.approx(2.3)
+    assert checks["every_candidate_measured"] is True
+
+
+def test_checks_compare_the_models_best_two_with_the_measured_best_two(tmp_path):
+    res = run(Fake(), tmp_path)
+    c = res.checks()
+    assert c["model_top2"] == [3, 4] and c["measured_top2"] == [3, 5] and c["model_top2_is_measured_top2"] is False
+    assert c["model_best_tied"] == [3, 4, 5, 6, 7, 8] and c["pick_within_2pct"] is True
+
+
+def test_registers_reported_by_the_check_update_the_prediction(tmp_path):
+    res = run(Fake(registers=168), tmp_path)                  # above 128: one CTA per SM
+    assert all(r.ctas_per_sm == 1 and r.registers == 168 for r in res.rows)
+
+
+def test_the_table_shows_prediction_beside_measurement(tmp_path):
+    res = run(Fake(), tmp_path)
+    text = res.table()
+    assert "predicted ms" in text and "measured ms" in text and "refit ms" in text
+    line3 = next(l for l in text.splitlines() if l.strip().startswith("3 "))
+    assert "3.260" in line3 and "<- pick" in line3 and "25 KB" in line3 and "2 (registers)" in line3
+    assert "check model_top2: [3, 4]" in text and res.fitted_calibration is not None
+
+
+def test_the_cache_remembers_per_gpu_kernel_problem_and_version(tmp_path):
+    path = tmp_path / "t.json"
+    run(Fake(), tmp_path)
+    assert cached_stages("sgemm", P, gpu=GPU, path=path) == 3
+    assert cached_stages("sgemm", P, gpu="another GPU", path=path) is None
+    assert cached_stages("sgemm", (4096, 4096, 2048), gpu=GPU, path=path) is None
+    assert cache.lookup(GPU, "sgemm", P, version="0.0.0", path=path) is None
+    entry = json.loads(path.read_text())["entries"][f"{GPU}|sgemm|4096x4096x4096|{__version__}"]
+    assert entry["best"] == {"stages": 3} and len(entry["rows"]) == 7
+
+
+def test_a_cached_problem_is_not_measured_again_unless_forced(tmp_path):
+    run(Fake(), tmp_path)
+    again = Fake(ms=MS | {6: 1.0})
+    hit = run(again, tmp_path)
+    assert hit.from_cache and hit.best_stages == 3 and again.calls == []
+    assert "from the cache" in hit.table()
+    forced = run(again, tmp_path, force=True)
+    assert forced.best_stages == 6 and not forced.from_cache
+    assert cached_stages("sgemm", P, gpu=GPU, path=tmp_path / "t.json") == 6
+
+
+def test_no_cache_writes_nothing(tmp_path):
+    run(Fake(), tmp_path, use_cache=False)
+    assert not (tmp_path / "t.json").exists()
+
+
+def test_a_corrupt_cache_reads_as_empty_and_is_replaced(tmp_path):
+    path = tmp_path / "t.json"
+    path.write_text("{ not json")
+    assert cache.read_entries(path) == {} and cached_stages("sgemm", P, gpu=GPU, path=path) is None
+    run(Fake(), tmp_path)
+    assert cached_stages("sgemm", P, gpu=GPU, path=path) == 3
+
+
+def test_the_cache_lives_in_asyncpipe_cache_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("ASYNCPIPE_CACHE_DIR", str(tmp_path / "c"))
+    assert cache.cache_path() == tmp_path / "c" / "tune.json"
+    tune("sgemm", P, gpu=GPU, limits=H200, check=Fake().check, time=Fake().time, progress=False)
+    assert cached_stages("sgemm", P, gpu=GPU) == 3
+    monkeypatch.delenv("ASYNCPIPE_CACHE_DIR")
+    assert str(cache.cache_dir()).endswith(".cache/asyncpipe")
+
+
+def test_cached_stages_without_a_gpu_is_none(tmp_path, monkeypatch):
+    run(Fake(), tmp_path)
+    monkeypatch.setenv("NUMBA_ENABLE_CUDASIM", "1")             # no GPU to name: nothing to look up
+    assert cached_stages("sgemm", P, path=tmp_path / "t.json") is None
+
+
+def test_predict_only_returns_the_models_pick_and_stores_nothing(tmp_path):
+    res = tune("sgemm", P, gpu=GPU, limits=H200, cache_file=tmp_path / "t.json")
+    assert res.best_stages == 3 and not res.measured and not (tmp_path / "t.json").exists()
+    assert all(r.measured_ms is None for r in res.rows) and "<- model's pick" in res.table()
+
+
+def test_result_round_trips_through_json(tmp_path):
+    res = run(Fake(), tmp_path)
+    back = TuneResult.from_dict(json.loads(json.dumps(res.to_dict())))
+    assert back.to_dict() == res.to_dict()
+
+
+def test_the_gpu_side_refuses_without_a_gpu(monkeypatch):
+    from asyncpipe.tune.gpu import sgemm_measurement
+
+    monkeypatch.setenv("NUMBA_ENABLE_CUDASIM", "1")
+    with pytest.raises(UnsupportedDeviceError, match="tune sgemm: needs a CUDA GPU"):
+        sgemm_measurement(P)
+
+
+@pytest.mark.parametrize("call,msg", [
+    (lambda: tune("dgemm", P, gpu=GPU, limits=H200), "tune: kernel must be one of ['sgemm'], got 'dgemm'"),
+    (lambda: tune("sgemm", (1, 2), gpu=GPU, limits=H200), "tune sgemm: problem is (m, n, k), got (1, 2)"),
+    (lambda: tune("sgemm", (1, 2, -3), gpu=GPU, limits=H200), "tune sgemm: k must be an integer >= 1, got -3"),
+    (lambda: tune("sgemm", {"m": 1, "n": 2}, gpu=GPU, limits=H200), "tune sgemm: problem keys must be ('m', 'n', 'k')"),
+    (lambda: tune("sgemm", P, gpu=GPU, limits=H200, candidates=[1, 3]),
+     "tune: candidates must be a non-empty subset of (2, 3, 4, 5, 6, 7, 8), got (1, 3)"),
+    (lambda: tune("sgemm", P, gpu=GPU, limits=H200, margin=-0.1), "tune: margin must be >= 0"),
+    (lambda: tune("sgemm", P, gpu=GPU, limits=H200, check=Fake().check, time=Fake().time, rounds=0,
+                  use_cache=False), "tune: rounds must be an integer >= 1, got 0"),
+    (lambda: cache.cache_key("", "sgemm", P), "tune cache: gpu name must be a non-empty string, got ''"),
+])
+def test_bad_input(call, msg):
+    with pytest.raises(AsyncpipeError) as e:
+        call()
+    assert msg in str(e.value)
