@@ -202,13 +202,17 @@ def run_bench(json_path: str | None = None, reference: str | None = None, quick:
 def format_table(doc: dict) -> str:
     lines = [f"{doc['gpu']}  {doc['date']}  commit {doc['commit']}",
              "yardsticks: " + ", ".join(f"{k}={v:.1f}" for k, v in doc["yardsticks"].items() if v),
-             f"{'kernel':24s} {'shape':18s} {'st/cl':>6s} {'ms':>8s} {'TFLOPS|GB/s':>12s}  ratios"]
+             f"{'kernel':24s} {'shape':18s} {'config':>6s} {'ms':>8s} {'TFLOPS|GB/s':>12s}  ratios",
+             "(config: stages, or cluster size; /n: CTAs per SM)"]
     for r in doc["results"]:
         if "error" in r:
             lines.append(f"{r['kernel']:24s} ERROR {r['error'][:120]}")
             continue
         fig = f"{r['tflops']:.1f} TF" if "tflops" in r else f"{r['gbps']:.0f} GB/s"
         vs = " ".join(f"{k}={v:.2f}x" for k, v in r["vs"].items())
-        lines.append(f"{r['kernel']:24s} {'x'.join(map(str, r['shape'])):18s} {r.get('stages', r.get('cluster', '')):>6} "
+        cfg = str(r.get("stages", r.get("cluster", "")))
+        if "ctas_per_sm" in r:
+            cfg += f"/{r['ctas_per_sm']}"
+        lines.append(f"{r['kernel']:24s} {'x'.join(map(str, r['shape'])):18s} {cfg:>6} "
                      f"{r['ms']:8.3f} {fig:>12s}  {vs}")
     return "\n".join(lines)
