@@ -191,8 +191,18 @@ def run_bench(json_path: str | None = None, reference: str | None = None, quick:
             _progress(f"{part.__name__} failed: {type(exc).__name__}: {exc}")
             records.append(dict(kernel=part.__name__, error=f"{type(exc).__name__}: {exc}", vs={}))
 
+    first_call = {}
+    if not quick:
+        _progress("first calls in new processes: cold (compiling), then warm (numba's disk cache)")
+        try:
+            from .first_call import measure
+
+            first_call = measure()
+        except Exception as exc:  # noqa: BLE001 - the kernels' figures stand without it
+            _progress(f"first-call timing failed: {type(exc).__name__}: {exc}")
     doc = dict(gpu=gpu, date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-               commit=_commit(), yardsticks={**yard, **{f"nvcc_{k}": v for k, v in ref.items()}}, results=records)
+               commit=_commit(), yardsticks={**yard, **{f"nvcc_{k}": v for k, v in ref.items()}}, results=records,
+               first_call=first_call)
     print(format_table(doc))
     if json_path:
         Path(json_path).write_text(json.dumps(doc, indent=1))
@@ -215,4 +225,7 @@ def format_table(doc: dict) -> str:
             cfg += f"/{r['ctas_per_sm']}"
         lines.append(f"{r['kernel']:24s} {'x'.join(map(str, r['shape'])):18s} {cfg:>6} "
                      f"{r['ms']:8.3f} {fig:>12s}  {vs}")
+    if doc.get("first_call"):
+        lines.append("first call in a new process (s): " + ", ".join(
+            f"{k} {v['cold_s']:.1f} cold / {v['warm_s']:.2f} warm" for k, v in doc["first_call"].items()))
     return "\n".join(lines)

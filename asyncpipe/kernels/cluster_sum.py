@@ -18,6 +18,7 @@ import numpy as np
 from numba import cuda, float32
 
 from .. import ptx
+from ..jit_cache import jit
 from .unroll import registers, unroll, unrolled
 
 THREADS = 256
@@ -128,8 +129,8 @@ _kernels: dict = {}
 
 def _jit(name):
     if name not in _kernels:
-        fn = {"pair": pair_sum, "sum": unrolled(cluster_sum_kernel), "finish": finish_kernel}[name]
-        _kernels[name] = cuda.jit(fn)
+        fn = {"pair": pair_sum, "sum": cluster_sum_kernel, "finish": finish_kernel}[name]
+        _kernels[name] = jit(unrolled(fn))           # unrolled: a source file keyed for the disk cache
     return _kernels[name]
 
 

@@ -24,6 +24,7 @@ import numpy as np
 from numba import cuda, float32
 
 from .. import ptx
+from ..jit_cache import jit
 from .unroll import registers, unroll, unrolled
 
 BM, BN, BK, TM, TN = 128, 128, 8, 8, 8
@@ -187,7 +188,7 @@ def kernel(variant: str = "cp_async", stages: int = 3, vec_a: int = 4, vec_b: in
     key = (variant, stages, vec_a, vec_b, edges)
     if key not in _kernels:
         fn = kernel_source(variant, stages, vec_a, vec_b, edges)
-        _kernels[key] = cuda.jit(fn, launch_bounds=launch_bounds(edges))
+        _kernels[key] = jit(fn, launch_bounds=launch_bounds(edges))
     return _kernels[key]
 
 

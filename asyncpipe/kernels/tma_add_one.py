@@ -28,6 +28,7 @@ from numba import cuda, float32, int32, uint64
 
 from .. import ptx
 from ..constants import BULK_SMEM_ALIGN_TENSOR
+from ..jit_cache import jit
 from .unroll import unrolled
 
 BOX_H, BOX_W = 16, 32              # the chapter's box: 16 rows x 32 int32 = 128-byte rows
@@ -244,5 +245,5 @@ def _jit(which: str, dtype: str, stages: int = PIPE_STAGES):
     if key not in _kernels:
         ty = {"int32": int32, "float32": float32}[dtype]
         fn = add_one_tma if which == "chapter" else add_one_pipelined
-        _kernels[key] = cuda.jit(unrolled(fn, DTYPE=ty, PIPE_STAGES=stages))
+        _kernels[key] = jit(unrolled(fn, DTYPE=ty, PIPE_STAGES=stages))
     return _kernels[key]

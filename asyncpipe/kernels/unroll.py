@@ -198,7 +198,10 @@ def _load_as_module(fn, source: str, constants: dict, namespace: dict):
     """Run the unrolled source from a real file, so that numba's on-disk cache (``cache=True``) can
     key on it: the file is named by a hash of its text and written once, keeping its mtime stable."""
     tag = ",".join(f"{k}={getattr(v, '__name__', repr(v))}" for k, v in sorted(constants.items()))
-    digest = hashlib.sha1(f"{fn.__module__}.{fn.__qualname__}|{tag}|{source}".encode()).hexdigest()[:16]
+    from ..jit_cache import shims_digest     # a shim edit must not load a stale cached kernel
+
+    key = f"{fn.__module__}.{fn.__qualname__}|{tag}|{shims_digest()}|{source}"
+    digest = hashlib.sha1(key.encode()).hexdigest()[:16]
     path = cache_dir() / f"{fn.__name__}_{digest}.py"
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
