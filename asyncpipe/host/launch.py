@@ -233,6 +233,15 @@ def launch(kernel, grid, block, *args, cluster=None, shared_mem: int = 0, stream
     Everything is checked first (``check_kernel``, ``check_launch``, then ``check_compiled``), each
     failure an ``AsyncpipeError`` or ``UnsupportedDeviceError``. Returns the ``LaunchConfig``.
     """
+    # --- asyncpipe simulator (NUMBA_ENABLE_CUDASIM=1): the same checks, then the CPU engine ----------
+    from ..ptx._registry import simulating
+
+    if simulating():
+        from ..sim.host import launch as sim_launch
+
+        return sim_launch(kernel, grid, block, *args, cluster=cluster, shared_mem=shared_mem, stream=stream,
+                          nonportable=nonportable)
+    # --- end of the simulator's block -------------------------------------------------------------
     from cuda.core import LaunchConfig as CoreLaunchConfig
     from cuda.core import launch as core_launch
     from numba.cuda.cudadrv.driver import _to_core_stream

@@ -355,6 +355,14 @@ class TensorMap:
         layout = validate_tiled(desc.address, desc.shape, desc.strides, desc.dtype, box, swizzle=swizzle,
                                 interleave=interleave, l2_promotion=l2_promotion, oob_fill=oob_fill,
                                 element_strides=element_strides)
+        # --- asyncpipe simulator: no driver; keep the layout, the simulator reads the array through it --
+        from ..ptx._registry import simulating
+
+        if simulating():
+            from ..sim.tensor_map import simulated_words
+
+            return cls(layout, simulated_words(layout), array)
+        # --- end of the simulator's block ---------------------------------------------------------
         require_cc(_API, SM_HOPPER, rule="tensor maps (TMA) need compute capability 9.0 or newer",
                    source="CUDA programming guide, tensor memory access")
         from numba import cuda

@@ -80,6 +80,10 @@ def _add_shim_include_path() -> None:
 
 if not simulating():
     _add_shim_include_path()
+else:   # the asyncpipe simulator runs launches in numba's simulator (asyncpipe.sim.numba_patch)
+    from ..sim import install as _install_simulator
+
+    _install_simulator()
 
 
 def _sim_pending(p: Primitive) -> Callable:

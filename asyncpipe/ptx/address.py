@@ -44,7 +44,9 @@ def _addr(typingctx, arr, idx):
 
 
 def _addr_sim(arr, idx):
-    raise NotImplementedError("addr: the asyncpipe simulator has no pointer model yet; run on a GPU")
+    from ..sim.arrays import addr as sim_addr
+
+    return sim_addr(arr, idx)
 
 
 addr = _addr_sim if simulating() else _addr

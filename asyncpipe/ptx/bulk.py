@@ -13,6 +13,7 @@ memory that threads wrote, those threads must run ``fence_proxy_async_shared_cta
 must pass a barrier.
 """
 
+from ..sim.prim import bulk as _sim
 from ._registry import primitive
 
 _ONE = "one thread (typically elected); the TMA unit does the copy"
@@ -27,6 +28,7 @@ def cp_async_bulk_shared_global(dst, src, size, bar):
     copy performs ``complete_tx(size)`` on the mbarrier ``bar`` (a ``np.uint64`` shared array element)
     of the same CTA. The barrier must expect them: ``mbarrier_arrive_expect_tx(bar, size)`` in the same
     phase, before or after the copy is issued. ``dst``, ``src`` and ``size`` are multiples of 16."""
+    _sim.load(dst, src, size, bar)
 
 
 @primitive("void(voidptr, voidptr, uint32)",
@@ -37,6 +39,7 @@ def cp_async_bulk_global_shared(dst, src, size):
     async-group. Fence first (``fence_proxy_async_shared_cta`` by the writers, then a block barrier) so
     the TMA reads what the threads wrote; ``cp_async_bulk_commit_group`` then
     ``cp_async_bulk_wait_group_read(0)`` before ``src`` is overwritten or the block exits."""
+    _sim.store(dst, src, size)
 
 
 @primitive("void()", ptx="cp.async.bulk.commit_group;", isa=80, sm=90, who=_GROUPS,
@@ -44,6 +47,7 @@ def cp_async_bulk_global_shared(dst, src, size):
 def cp_async_bulk_commit_group():
     """Closes this thread's not yet committed bulk stores (``cp.async.bulk`` and ``cp.async.bulk.tensor``
     into global memory) into one bulk async-group."""
+    _sim.commit()
 
 
 @primitive("void(int32)", ptx="cp.async.bulk.wait_group N;", isa=80, sm=90, who=_GROUPS,
@@ -53,6 +57,7 @@ def cp_async_bulk_wait_group(n):
     their writes to global memory are done and visible to this thread (the SASS follows the wait with
     an L1 invalidation, ``CCTL.IVALL``). ``n`` is a PTX immediate 0..7: pass a compile-time constant
     (a larger ``n`` waits as for 7, a negative one as for 0)."""
+    _sim.wait(n, False, "cp_async_bulk_wait_group")
 
 
 @primitive("void(int32)", ptx="cp.async.bulk.wait_group.read N;", isa=80, sm=90, who=_GROUPS,
@@ -63,3 +68,4 @@ def cp_async_bulk_wait_group_read(n):
     global memory may still be in flight (the next kernel launch, or ``cp_async_bulk_wait_group``, sees
     them). ``n`` is an immediate 0..7, as in ``cp_async_bulk_wait_group``. Wait for 0 before the block
     exits: shared memory must outlive the copies that read it."""
+    _sim.wait(n, True, "cp_async_bulk_wait_group_read")

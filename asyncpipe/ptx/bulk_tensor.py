@@ -28,6 +28,7 @@ Stores join this thread's bulk async-group: ``cp_async_bulk_commit_group`` and
 box run ``fence_proxy_async_shared_cta`` and the block passes a barrier.
 """
 
+from ..sim.prim import bulk_tensor as _sim
 from ._registry import primitive
 
 _ONE = "one thread (typically elected); the TMA unit does the copy"
@@ -41,6 +42,7 @@ _MC = ("one thread of one CTA (typically elected); every CTA in cta_mask must ha
            isa=80, sm=90, who=_ONE, sass=("UTMALDG.1D",))
 def cp_async_bulk_tensor_1d_shared_global(dst, tmap, c0, bar):
     """Loads the 1-D box at (c0) into ``dst`` and completes its bytes on ``bar``."""
+    _sim.load(dst, tmap, (c0,), bar, None, "cp_async_bulk_tensor_1d_shared_global")
 
 
 @primitive("void(voidptr, voidptr, int32, voidptr, uint16)",
@@ -50,6 +52,7 @@ def cp_async_bulk_tensor_1d_shared_global(dst, tmap, c0, bar):
 def cp_async_bulk_tensor_1d_shared_global_multicast(dst, tmap, c0, bar, cta_mask):
     """Loads the 1-D box at (c0) once and delivers it to ``dst`` in every CTA of ``cta_mask``, each
     completing its bytes on its own ``bar``."""
+    _sim.load(dst, tmap, (c0,), bar, cta_mask, "cp_async_bulk_tensor_1d_shared_global_multicast")
 
 
 @primitive("void(voidptr, int32, voidptr)",
@@ -58,6 +61,7 @@ def cp_async_bulk_tensor_1d_shared_global_multicast(dst, tmap, c0, bar, cta_mask
 def cp_async_bulk_tensor_1d_global_shared(tmap, c0, src):
     """Stores the 1-D box in ``src`` at (c0), in this thread's bulk async-group; elements outside
     the tensor are not written."""
+    _sim.store(tmap, (c0,), src, "cp_async_bulk_tensor_1d_global_shared")
 
 # --- 2d ---------------------------------------------------------------------------------------------
 @primitive("void(voidptr, voidptr, int32, int32, voidptr)",
@@ -66,6 +70,7 @@ def cp_async_bulk_tensor_1d_global_shared(tmap, c0, src):
            isa=80, sm=90, who=_ONE, sass=("UTMALDG.2D",))
 def cp_async_bulk_tensor_2d_shared_global(dst, tmap, c0, c1, bar):
     """Loads the 2-D box at (c0, c1) into ``dst`` and completes its bytes on ``bar``."""
+    _sim.load(dst, tmap, (c0, c1,), bar, None, "cp_async_bulk_tensor_2d_shared_global")
 
 
 @primitive("void(voidptr, voidptr, int32, int32, voidptr, uint16)",
@@ -75,6 +80,7 @@ def cp_async_bulk_tensor_2d_shared_global(dst, tmap, c0, c1, bar):
 def cp_async_bulk_tensor_2d_shared_global_multicast(dst, tmap, c0, c1, bar, cta_mask):
     """Loads the 2-D box at (c0, c1) once and delivers it to ``dst`` in every CTA of ``cta_mask``, each
     completing its bytes on its own ``bar``."""
+    _sim.load(dst, tmap, (c0, c1,), bar, cta_mask, "cp_async_bulk_tensor_2d_shared_global_multicast")
 
 
 @primitive("void(voidptr, int32, int32, voidptr)",
@@ -83,6 +89,7 @@ def cp_async_bulk_tensor_2d_shared_global_multicast(dst, tmap, c0, c1, bar, cta_
 def cp_async_bulk_tensor_2d_global_shared(tmap, c0, c1, src):
     """Stores the 2-D box in ``src`` at (c0, c1), in this thread's bulk async-group; elements outside
     the tensor are not written."""
+    _sim.store(tmap, (c0, c1,), src, "cp_async_bulk_tensor_2d_global_shared")
 
 # --- 3d ---------------------------------------------------------------------------------------------
 @primitive("void(voidptr, voidptr, int32, int32, int32, voidptr)",
@@ -91,6 +98,7 @@ def cp_async_bulk_tensor_2d_global_shared(tmap, c0, c1, src):
            isa=80, sm=90, who=_ONE, sass=("UTMALDG.3D",))
 def cp_async_bulk_tensor_3d_shared_global(dst, tmap, c0, c1, c2, bar):
     """Loads the 3-D box at (c0, c1, c2) into ``dst`` and completes its bytes on ``bar``."""
+    _sim.load(dst, tmap, (c0, c1, c2,), bar, None, "cp_async_bulk_tensor_3d_shared_global")
 
 
 @primitive("void(voidptr, voidptr, int32, int32, int32, voidptr, uint16)",
@@ -100,6 +108,7 @@ def cp_async_bulk_tensor_3d_shared_global(dst, tmap, c0, c1, c2, bar):
 def cp_async_bulk_tensor_3d_shared_global_multicast(dst, tmap, c0, c1, c2, bar, cta_mask):
     """Loads the 3-D box at (c0, c1, c2) once and delivers it to ``dst`` in every CTA of ``cta_mask``, each
     completing its bytes on its own ``bar``."""
+    _sim.load(dst, tmap, (c0, c1, c2,), bar, cta_mask, "cp_async_bulk_tensor_3d_shared_global_multicast")
 
 
 @primitive("void(voidptr, int32, int32, int32, voidptr)",
@@ -108,6 +117,7 @@ def cp_async_bulk_tensor_3d_shared_global_multicast(dst, tmap, c0, c1, c2, bar, 
 def cp_async_bulk_tensor_3d_global_shared(tmap, c0, c1, c2, src):
     """Stores the 3-D box in ``src`` at (c0, c1, c2), in this thread's bulk async-group; elements outside
     the tensor are not written."""
+    _sim.store(tmap, (c0, c1, c2,), src, "cp_async_bulk_tensor_3d_global_shared")
 
 # --- 4d ---------------------------------------------------------------------------------------------
 @primitive("void(voidptr, voidptr, int32, int32, int32, int32, voidptr)",
@@ -116,6 +126,7 @@ def cp_async_bulk_tensor_3d_global_shared(tmap, c0, c1, c2, src):
            isa=80, sm=90, who=_ONE, sass=("UTMALDG.4D",))
 def cp_async_bulk_tensor_4d_shared_global(dst, tmap, c0, c1, c2, c3, bar):
     """Loads the 4-D box at (c0, c1, c2, c3) into ``dst`` and completes its bytes on ``bar``."""
+    _sim.load(dst, tmap, (c0, c1, c2, c3,), bar, None, "cp_async_bulk_tensor_4d_shared_global")
 
 
 @primitive("void(voidptr, voidptr, int32, int32, int32, int32, voidptr, uint16)",
@@ -125,6 +136,7 @@ def cp_async_bulk_tensor_4d_shared_global(dst, tmap, c0, c1, c2, c3, bar):
 def cp_async_bulk_tensor_4d_shared_global_multicast(dst, tmap, c0, c1, c2, c3, bar, cta_mask):
     """Loads the 4-D box at (c0, c1, c2, c3) once and delivers it to ``dst`` in every CTA of ``cta_mask``, each
     completing its bytes on its own ``bar``."""
+    _sim.load(dst, tmap, (c0, c1, c2, c3,), bar, cta_mask, "cp_async_bulk_tensor_4d_shared_global_multicast")
 
 
 @primitive("void(voidptr, int32, int32, int32, int32, voidptr)",
@@ -133,6 +145,7 @@ def cp_async_bulk_tensor_4d_shared_global_multicast(dst, tmap, c0, c1, c2, c3, b
 def cp_async_bulk_tensor_4d_global_shared(tmap, c0, c1, c2, c3, src):
     """Stores the 4-D box in ``src`` at (c0, c1, c2, c3), in this thread's bulk async-group; elements outside
     the tensor are not written."""
+    _sim.store(tmap, (c0, c1, c2, c3,), src, "cp_async_bulk_tensor_4d_global_shared")
 
 # --- 5d ---------------------------------------------------------------------------------------------
 @primitive("void(voidptr, voidptr, int32, int32, int32, int32, int32, voidptr)",
@@ -141,6 +154,7 @@ def cp_async_bulk_tensor_4d_global_shared(tmap, c0, c1, c2, c3, src):
            isa=80, sm=90, who=_ONE, sass=("UTMALDG.5D",))
 def cp_async_bulk_tensor_5d_shared_global(dst, tmap, c0, c1, c2, c3, c4, bar):
     """Loads the 5-D box at (c0, c1, c2, c3, c4) into ``dst`` and completes its bytes on ``bar``."""
+    _sim.load(dst, tmap, (c0, c1, c2, c3, c4,), bar, None, "cp_async_bulk_tensor_5d_shared_global")
 
 
 @primitive("void(voidptr, voidptr, int32, int32, int32, int32, int32, voidptr, uint16)",
@@ -150,6 +164,7 @@ def cp_async_bulk_tensor_5d_shared_global(dst, tmap, c0, c1, c2, c3, c4, bar):
 def cp_async_bulk_tensor_5d_shared_global_multicast(dst, tmap, c0, c1, c2, c3, c4, bar, cta_mask):
     """Loads the 5-D box at (c0, c1, c2, c3, c4) once and delivers it to ``dst`` in every CTA of ``cta_mask``, each
     completing its bytes on its own ``bar``."""
+    _sim.load(dst, tmap, (c0, c1, c2, c3, c4,), bar, cta_mask, "cp_async_bulk_tensor_5d_shared_global_multicast")
 
 
 @primitive("void(voidptr, int32, int32, int32, int32, int32, voidptr)",
@@ -158,6 +173,7 @@ def cp_async_bulk_tensor_5d_shared_global_multicast(dst, tmap, c0, c1, c2, c3, c
 def cp_async_bulk_tensor_5d_global_shared(tmap, c0, c1, c2, c3, c4, src):
     """Stores the 5-D box in ``src`` at (c0, c1, c2, c3, c4), in this thread's bulk async-group; elements outside
     the tensor are not written."""
+    _sim.store(tmap, (c0, c1, c2, c3, c4,), src, "cp_async_bulk_tensor_5d_global_shared")
 
 # --- prefetch ---------------------------------------------------------------------------------------
 @primitive("void(voidptr)", ptx="prefetch.tensormap [tmap];", isa=80, sm=90, who="any thread",
@@ -165,3 +181,4 @@ def cp_async_bulk_tensor_5d_global_shared(tmap, c0, c1, c2, c3, c4, src):
 def prefetch_tensormap(tmap):
     """Brings the tensor map at ``tmap`` (generic address) into the TMA unit's cache ahead of the first
     copy that uses it: a hint, no ordering (it replaces no fence)."""
+    _sim.prefetch(tmap)

@@ -27,6 +27,9 @@ What ptxas makes of them on sm_90a (read from the SASS by ``tests/ptx/test_clust
   ``SR_SWINHI``.
 """
 
+import numpy as np
+
+from ..sim.prim import cluster as _sim
 from ._registry import primitive
 
 _ALL = "every non-exited thread of every CTA in the cluster"
@@ -47,6 +50,7 @@ def barrier_cluster_arrive():
     Every non-exited thread of every CTA in the cluster must arrive before any waiting thread is
     released; each thread arrives once per phase, then waits, and ``barrier_cluster_arrive`` followed
     by ``barrier_cluster_wait`` is the chapter's ``cluster.sync()``."""
+    _sim.arrive(True, "barrier_cluster_arrive")
 
 
 @primitive("void()", ptx="barrier.cluster.arrive.relaxed;", isa=80, sm=90, who=_ALL, sass=("UCGABAR_ARV",))
@@ -57,6 +61,7 @@ def barrier_cluster_arrive_relaxed():
 
     Every non-exited thread of every CTA in the cluster must arrive before any waiting thread is
     released; each thread arrives once per phase, then waits with ``barrier_cluster_wait``."""
+    _sim.arrive(False, "barrier_cluster_arrive_relaxed")
 
 
 @primitive("void()", ptx="barrier.cluster.wait;", isa=78, sm=90, who=_ALL, sass=("UCGABAR_WAIT", "CCTL.IVALL"))
@@ -67,6 +72,7 @@ def barrier_cluster_wait():
 
     ``barrier_cluster_arrive`` followed by ``barrier_cluster_wait`` is the chapter's
     ``cluster.sync()``; a thread must arrive before it waits."""
+    _sim.wait("barrier_cluster_wait")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -76,71 +82,85 @@ def barrier_cluster_wait():
 def cluster_ctarank():
     """This CTA's rank in its cluster, 0 .. ``cluster_nctarank() - 1`` (x fastest, then y, then z):
     the ``target_cta`` that ``mapa_shared_cluster`` takes."""
+    return _sim.sreg("cluster_ctarank")
 
 
 @primitive(_SREG, ptx="mov.u32 d, %cluster_nctarank;", isa=78, sm=90, who=_ANY, sass=("LDC",))
 def cluster_nctarank():
     """The number of CTAs in this cluster (the product of ``cluster_nctaid_x/y/z``)."""
+    return _sim.sreg("cluster_nctarank")
 
 
 @primitive(_SREG, ptx="mov.u32 d, %clusterid.x;", isa=78, sm=90, who=_ANY, sass=("S2UR",))
 def clusterid_x():
     """This cluster's x position in the grid of clusters, 0 .. ``nclusterid_x() - 1``."""
+    return _sim.sreg("clusterid_x")
 
 
 @primitive(_SREG, ptx="mov.u32 d, %clusterid.y;", isa=78, sm=90, who=_ANY, sass=("S2UR",))
 def clusterid_y():
     """This cluster's y position in the grid of clusters, 0 .. ``nclusterid_y() - 1``."""
+    return _sim.sreg("clusterid_y")
 
 
 @primitive(_SREG, ptx="mov.u32 d, %clusterid.z;", isa=78, sm=90, who=_ANY, sass=("S2UR",))
 def clusterid_z():
     """This cluster's z position in the grid of clusters, 0 .. ``nclusterid_z() - 1``."""
+    return _sim.sreg("clusterid_z")
 
 
 @primitive(_SREG, ptx="mov.u32 d, %nclusterid.x;", isa=78, sm=90, who=_ANY, sass=("LDC",))
 def nclusterid_x():
     """The number of clusters along x in the grid (grid blocks along x / cluster CTAs along x)."""
+    return _sim.sreg("nclusterid_x")
 
 
 @primitive(_SREG, ptx="mov.u32 d, %nclusterid.y;", isa=78, sm=90, who=_ANY, sass=("LDC",))
 def nclusterid_y():
     """The number of clusters along y in the grid."""
+    return _sim.sreg("nclusterid_y")
 
 
 @primitive(_SREG, ptx="mov.u32 d, %nclusterid.z;", isa=78, sm=90, who=_ANY, sass=("LDC",))
 def nclusterid_z():
     """The number of clusters along z in the grid."""
+    return _sim.sreg("nclusterid_z")
 
 
 @primitive(_SREG, ptx="mov.u32 d, %cluster_ctaid.x;", isa=78, sm=90, who=_ANY, sass=("S2UR",))
 def cluster_ctaid_x():
     """This CTA's x position in its cluster, 0 .. ``cluster_nctaid_x() - 1``."""
+    return _sim.sreg("cluster_ctaid_x")
 
 
 @primitive(_SREG, ptx="mov.u32 d, %cluster_ctaid.y;", isa=78, sm=90, who=_ANY, sass=("S2UR",))
 def cluster_ctaid_y():
     """This CTA's y position in its cluster, 0 .. ``cluster_nctaid_y() - 1``."""
+    return _sim.sreg("cluster_ctaid_y")
 
 
 @primitive(_SREG, ptx="mov.u32 d, %cluster_ctaid.z;", isa=78, sm=90, who=_ANY, sass=("S2UR",))
 def cluster_ctaid_z():
     """This CTA's z position in its cluster, 0 .. ``cluster_nctaid_z() - 1``."""
+    return _sim.sreg("cluster_ctaid_z")
 
 
 @primitive(_SREG, ptx="mov.u32 d, %cluster_nctaid.x;", isa=78, sm=90, who=_ANY, sass=("LDC",))
 def cluster_nctaid_x():
     """The number of CTAs along x in a cluster (the launch's cluster shape)."""
+    return _sim.sreg("cluster_nctaid_x")
 
 
 @primitive(_SREG, ptx="mov.u32 d, %cluster_nctaid.y;", isa=78, sm=90, who=_ANY, sass=("LDC",))
 def cluster_nctaid_y():
     """The number of CTAs along y in a cluster."""
+    return _sim.sreg("cluster_nctaid_y")
 
 
 @primitive(_SREG, ptx="mov.u32 d, %cluster_nctaid.z;", isa=78, sm=90, who=_ANY, sass=("LDC",))
 def cluster_nctaid_z():
     """The number of CTAs along z in a cluster."""
+    return _sim.sreg("cluster_nctaid_z")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -153,6 +173,7 @@ def mapa_shared_cluster(addr, target_cta):
     pointer into this CTA's shared memory) in the CTA of rank ``target_cta`` of this cluster. Pass it
     to ``ld_shared_cluster_*``/``st_shared_cluster_*``. ``target_cta`` must be below
     ``cluster_nctarank()``; it may be this CTA's own rank."""
+    return _sim.mapa(addr, target_cta)
 
 
 _LD = "each thread, for its own access"
@@ -163,24 +184,28 @@ _LD = "each thread, for its own access"
 def ld_shared_cluster_u32(a):
     """Loads 4 bytes from the ``.shared::cluster`` address ``a`` (from ``mapa_shared_cluster``),
     4-byte aligned. The owner CTA's writes are seen after a cluster barrier that orders them."""
+    return _sim.load(a, np.uint32, "ld_shared_cluster_u32")
 
 
 @primitive("float32(uint32)", ptx="ld.shared::cluster.f32 d, [a];", isa=78, sm=90, who=_LD,
            sass=("LD.E",))
 def ld_shared_cluster_f32(a):
     """Loads a float32 from the ``.shared::cluster`` address ``a``, 4-byte aligned."""
+    return _sim.load(a, np.float32, "ld_shared_cluster_f32")
 
 
 @primitive("uint64(uint32)", ptx="ld.shared::cluster.u64 d, [a];", isa=78, sm=90, who=_LD,
            sass=("LD.E.64",))
 def ld_shared_cluster_u64(a):
     """Loads 8 bytes from the ``.shared::cluster`` address ``a``, 8-byte aligned."""
+    return _sim.load(a, np.uint64, "ld_shared_cluster_u64")
 
 
 @primitive("float64(uint32)", ptx="ld.shared::cluster.f64 d, [a];", isa=78, sm=90, who=_LD,
            sass=("LD.E.64",))
 def ld_shared_cluster_f64(a):
     """Loads a float64 from the ``.shared::cluster`` address ``a``, 8-byte aligned."""
+    return _sim.load(a, np.float64, "ld_shared_cluster_f64")
 
 
 @primitive("void(uint32, uint32)", ptx="st.shared::cluster.u32 [a], v;", isa=78, sm=90, who=_LD,
@@ -188,21 +213,25 @@ def ld_shared_cluster_f64(a):
 def st_shared_cluster_u32(a, v):
     """Stores 4 bytes to the ``.shared::cluster`` address ``a``, 4-byte aligned. The owner CTA sees
     it after a cluster barrier (release arrive here, acquire wait there)."""
+    _sim.store(a, v, np.uint32, "st_shared_cluster_u32")
 
 
 @primitive("void(uint32, float32)", ptx="st.shared::cluster.f32 [a], v;", isa=78, sm=90, who=_LD,
            sass=("ST.E",))
 def st_shared_cluster_f32(a, v):
     """Stores a float32 to the ``.shared::cluster`` address ``a``, 4-byte aligned."""
+    _sim.store(a, v, np.float32, "st_shared_cluster_f32")
 
 
 @primitive("void(uint32, uint64)", ptx="st.shared::cluster.u64 [a], v;", isa=78, sm=90, who=_LD,
            sass=("ST.E.64",))
 def st_shared_cluster_u64(a, v):
     """Stores 8 bytes to the ``.shared::cluster`` address ``a``, 8-byte aligned."""
+    _sim.store(a, v, np.uint64, "st_shared_cluster_u64")
 
 
 @primitive("void(uint32, float64)", ptx="st.shared::cluster.f64 [a], v;", isa=78, sm=90, who=_LD,
            sass=("ST.E.64",))
 def st_shared_cluster_f64(a, v):
     """Stores a float64 to the ``.shared::cluster`` address ``a``, 8-byte aligned."""
+    _sim.store(a, v, np.float64, "st_shared_cluster_f64")

@@ -14,6 +14,7 @@ orders accesses of different proxies to the same bytes unless a proxy fence says
   also publishes the init to TMA, as the CUDA programming guide's TMA example does.
 """
 
+from ..sim.prim import fence as _sim
 from ._registry import primitive
 
 _VOID = "void()"
@@ -27,6 +28,7 @@ def fence_proxy_async_shared_cta():
     accesses (both ways). Run it after writing shared memory that a TMA store or bulk copy will read,
     before the block barrier that precedes the copy, and after TMA wrote what threads will then
     overwrite."""
+    _sim.proxy_async("fence_proxy_async_shared_cta")
 
 
 @primitive(_VOID, ptx="fence.proxy.async;", isa=80, sm=90, who=_EACH, sass=("MEMBAR.ALL.GPU", "FENCE.VIEW.ASYNC.S"))
@@ -34,6 +36,7 @@ def fence_proxy_async():
     """As ``fence_proxy_async_shared_cta`` but for every state space (shared and global): the generic
     and async proxies are ordered both ways for all of this thread's accesses (a GPU-scope membar, so
     dearer than the shared::cta form)."""
+    _sim.proxy_async("fence_proxy_async")
 
 
 @primitive("void(voidptr)", ptx="fence.proxy.tensormap::generic.acquire.gpu [addr], 128;", isa=83, sm=90,
@@ -45,6 +48,7 @@ def fence_proxy_tensormap_generic_acquire_gpu(tmap_addr):
     proxy that TMA reads it with, at GPU scope: it drops the map from TMA's descriptor cache. Costly
     (one per CTA slowed a copy-bound kernel about 5x on an H200): run it once per CTA, before its
     first copy, and only for a map in global memory that was written through the generic proxy."""
+    _sim.tensormap_acquire(tmap_addr, "fence_proxy_tensormap_generic_acquire_gpu")
 
 
 @primitive("void(voidptr)", ptx="fence.proxy.tensormap::generic.acquire.sys [addr], 128;", isa=83, sm=90,
@@ -54,6 +58,7 @@ def fence_proxy_tensormap_generic_acquire_sys(tmap_addr):
     """As ``fence_proxy_tensormap_generic_acquire_gpu`` at system scope: the form the CUDA programming
     guide asks for when the map in global memory was written by the host (``cudaMemcpy``), which is
     how ``asyncpipe.host.TensorMap`` writes it."""
+    _sim.tensormap_acquire(tmap_addr, "fence_proxy_tensormap_generic_acquire_sys")
 
 
 @primitive(_VOID, ptx="fence.acq_rel.cluster;", isa=78, sm=90, who=_EACH,
@@ -62,6 +67,7 @@ def fence_acq_rel_cluster():
     """A lightweight acquire-release fence at cluster scope: together with a flag written after it
     (release) or read before it (acquire), it orders this thread's memory accesses for every thread
     of the cluster, shared memory of other CTAs (DSMEM) included."""
+    _sim.acq_rel_cluster("fence_acq_rel_cluster")
 
 
 @primitive(_VOID, ptx="fence.mbarrier_init.release.cluster;", isa=80, sm=90,
@@ -73,3 +79,4 @@ def fence_mbarrier_init_release_cluster():
     following barrier is passed (for other CTAs a cluster barrier; ``barrier_cluster_arrive_relaxed``
     then ``barrier_cluster_wait`` suffices). Much cheaper than a full fence: on sm_90 it is a ``NOP``
     that only keeps the compiler from moving accesses across it."""
+    _sim.mbarrier_init_release_cluster("fence_mbarrier_init_release_cluster")

@@ -19,6 +19,8 @@ phase, at least one wait must return 1 before any arrival in the next phase: a t
 and only then arrives again.
 """
 
+from ..sim.prim import cluster as _sim_cluster
+from ..sim.prim import mbarrier as _sim
 from ._registry import primitive
 
 _BAR = "void(voidptr, uint32)"
@@ -36,6 +38,7 @@ def mbarrier_init(addr, count):
     CTAs only after this thread's ``fence_mbarrier_init_release_cluster`` (see the module doc) and a
     block or cluster barrier. Initialising a location that holds a valid barrier is undefined:
     ``mbarrier_inval`` it first."""
+    _sim.init(addr, count)
 
 
 @primitive("uint64(voidptr)", ptx="mbarrier.arrive.shared::cta.b64 state, [addr];", isa=78, sm=80, who=_ARRIVER,
@@ -44,6 +47,7 @@ def mbarrier_arrive(addr):
     """One arrival on the barrier at ``addr`` (release semantics at CTA scope: this thread's earlier
     writes are visible to a thread whose wait then returns 1). Returns an opaque ``state`` token that
     names the phase arrived in; its bits are implementation-defined."""
+    return _sim.arrive(addr, 0, "mbarrier_arrive")
 
 
 @primitive("uint64(voidptr, uint32)", ptx="mbarrier.arrive.expect_tx.shared::cta.b64 state, [addr], tx_count;",
@@ -53,6 +57,7 @@ def mbarrier_arrive_expect_tx(addr, tx_count):
     scope): the producer's "I have issued the copies of this stage, expect this many bytes". The phase
     cannot complete before the copies' ``complete_tx`` bring the tx-count back to zero. Returns the
     opaque ``state`` token."""
+    return _sim.arrive(addr, tx_count, "mbarrier_arrive_expect_tx")
 
 
 @primitive(_BAR, ptx="mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [addr], tx_count;", isa=80, sm=90,
@@ -61,6 +66,7 @@ def mbarrier_expect_tx(addr, tx_count):
     """Raises the current phase's tx-count by ``tx_count`` bytes without arriving (relaxed: orders no
     memory). Use it when one stage's bytes are announced in several pieces, or by a thread that does
     not count as an arrival."""
+    _sim.expect_tx(addr, tx_count)
 
 
 @primitive(_BAR, ptx="mbarrier.complete_tx.relaxed.cta.shared::cta.b64 [addr], tx_count;", isa=80, sm=90,
@@ -70,6 +76,7 @@ def mbarrier_complete_tx(addr, tx_count):
     """Lowers the current phase's tx-count by ``tx_count`` bytes, as a finished TMA or bulk copy does,
     without copying anything (relaxed: orders no memory); the phase completes here if that was all it
     waited for. For tests and for producers that deliver data with ordinary stores."""
+    _sim.complete_tx(addr, tx_count)
 
 
 @primitive(_WAIT, ptx="mbarrier.try_wait.parity.shared::cta.b64 p, [addr], phase_parity;", isa=78, sm=90,
@@ -79,6 +86,7 @@ def mbarrier_try_wait_parity(addr, phase_parity):
     0 if it has not yet (the hardware may first suspend the thread for a while). With 1 it acquires
     (CTA scope) what the arriving threads released. Ask only about the current phase (answer 0 until
     it completes) or the one just before it (answer 1)."""
+    return _sim.wait(addr, phase_parity, "poll", "mbarrier_try_wait_parity")
 
 
 @primitive(_WAIT, ptx="mbarrier.test_wait.parity.shared::cta.b64 p, [addr], phase_parity;", isa=78, sm=80,
@@ -86,6 +94,7 @@ def mbarrier_try_wait_parity(addr, phase_parity):
 def mbarrier_test_wait_parity(addr, phase_parity):
     """As ``mbarrier_try_wait_parity`` but never suspends: tests once and returns 1 (the phase of
     parity ``phase_parity`` has completed, with acquire semantics) or 0."""
+    return _sim.wait(addr, phase_parity, "poll", "mbarrier_test_wait_parity")
 
 
 @primitive(_BAR, ptx="mbarrier.try_wait.parity.shared::cta.b64 p, [addr], phase_parity; (repeated until p)",
@@ -94,6 +103,7 @@ def mbarrier_wait_parity(addr, phase_parity):
     """Blocks until the phase of parity ``phase_parity`` has completed: ``mbarrier_try_wait_parity``
     in a loop. It returns only when that phase completes, so every arrival and byte the phase expects
     must come (or the kernel hangs)."""
+    _sim.wait(addr, phase_parity, "block", "mbarrier_wait_parity")
 
 
 @primitive("void(voidptr)", ptx="mbarrier.inval.shared::cta.b64 [addr];", isa=78, sm=80,
@@ -101,6 +111,7 @@ def mbarrier_wait_parity(addr, phase_parity):
 def mbarrier_inval(addr):
     """Invalidates the barrier at ``addr`` so that its 8 bytes may be reused, as another barrier
     (``mbarrier_init`` again) or as data. No thread may still use it: pass a block barrier first."""
+    _sim.inval(addr)
 
 
 @primitive("void(uint32)", ptx="mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote_addr];", isa=80,
@@ -111,3 +122,4 @@ def mbarrier_arrive_shared_cluster(remote_addr):
     of the cluster: ``remote_addr`` is its 32-bit ``.shared::cluster`` address from
     ``mapa_shared_cluster(addr(bars, i), rank)``. This is how a consumer CTA hands a buffer back to a
     producer CTA. No state is returned (a remote barrier's phase cannot be waited on from here)."""
+    _sim_cluster.arrive_remote(remote_addr)

@@ -5,6 +5,7 @@ copy) without a ``laneid == 0`` test: the hardware elects a lane that is active,
 wait for it at the same instruction, so the warp stays converged.
 """
 
+from ..sim.prim import warp as _sim
 from ._registry import primitive
 
 
@@ -15,3 +16,4 @@ def elect_sync(membermask):
     others. The same mask elects the same lane every time. All lanes in ``membermask`` must execute it
     (each waits for the others), and the executing lane must be in ``membermask``: call it where the
     whole warp (or the whole mask) is converged, not inside a branch that some of those lanes skip."""
+    return _sim.elect_sync(membermask)

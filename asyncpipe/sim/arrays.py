@@ -1,0 +1,261 @@
+"""Arrays as kernels see them in the simulator, and pointers to their elements (``ptx.addr``).
+
+``cuda.shared.array`` returns a ``SharedArray``: numpy underneath (a view of the CTA's shared-memory
+bytes), with every element read and write passing through the CTA's checks. Global arrays stay numba
+simulator arrays (plain numpy): their accesses are not tracked.
+
+``addr(arr, i)`` returns a ``Ptr``: which memory (this CTA's shared memory, a global buffer, a tensor
+map) and the byte offset of ``arr[i]`` in it. Primitives take ``Ptr`` operands exactly where the GPU
+shims take ``void*``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import operator
+import sys
+from threading import current_thread
+
+import numpy as np
+
+from .errors import SimUsageError
+from .where import here
+
+SHARED, GLOBAL, TMAP = "shared", "global", "tensor map"
+DEFAULT_SHARED_ALIGN = 16     # what nvcc gives any shared array of 16 bytes or more
+
+
+def as_dtype(dtype) -> np.dtype:
+    """A numpy dtype from a numba type (``float32``), a numpy type or a dtype."""
+    from numba.cuda import types
+    from numba.cuda.np import numpy_support
+
+    if isinstance(dtype, types.Type):
+        return numpy_support.as_dtype(dtype)
+    return np.dtype(dtype)
+
+
+def as_shape(shape) -> tuple[int, ...]:
+    if isinstance(shape, (tuple, list)):
+        return tuple(operator.index(s) for s in shape)
+    return (operator.index(shape),)
+
+
+class SharedArray:
+    """A shared-memory array of one CTA: element accesses are checked (see ``SharedMemory``)."""
+
+    __slots__ = ("_mem", "_np", "_off", "_isz", "shape", "dtype", "ndim", "size", "_st")
+
+    def __init__(self, mem, off: int, shape: tuple[int, ...], dtype: np.dtype):
+        self._mem, self._off, self.dtype, self._isz = mem, off, dtype, dtype.itemsize
+        self.shape, self.ndim = shape, len(shape)
+        self.size = math.prod(shape)
+        self._np = np.frombuffer(mem.buf, dtype, count=self.size, offset=off) if self.size else \
+            np.zeros(0, dtype)
+        st, step = [], 1
+        for n in reversed(shape):
+            st.insert(0, step)
+            step *= n
+        self._st = tuple(st)
+
+    # ---- indexing ---------------------------------------------------------------------------
+    def _flat(self, idx):
+        """Flat element index of ``idx``, or None when ``idx`` picks a sub-array (fewer indices)."""
+        if idx.__class__ is tuple:
+            if len(idx) > self.ndim:
+                raise IndexError(f"too many indices for a {self.ndim}-D shared array")
+            flat = 0
+            for k, i in enumerate(idx):
+                i = operator.index(i)
+                if not 0 <= i < self.shape[k]:
+                    raise IndexError(f"index {i} is out of bounds for axis {k} with size {self.shape[k]}")
+                flat += i * self._st[k]
+            return flat if len(idx) == self.ndim else (flat, len(idx))
+        i = operator.index(idx)
+        if not 0 <= i < self.shape[0]:
+            raise IndexError(f"index {i} is out of bounds for axis 0 with size {self.shape[0]}")
+        return i * self._st[0] if self.ndim == 1 else (i * self._st[0], 1)
+
+    def _sub(self, flat_k):
+        flat, k = flat_k
+        return SharedArray(self._mem, self._off + flat * self._isz, self.shape[k:], self.dtype)
+
+    def __getitem__(self, idx):
+        flat = self._flat(idx)
+        if flat.__class__ is tuple:
+            return self._sub(flat)
+        th = current_thread()
+        run = th.sim
+        if run.track:
+            f = sys._getframe(1)
+            self._mem.load(th, self._off + flat * self._isz, self._isz, (f.f_code, f.f_lineno))
+        th.countdown -= 1
+        if th.countdown <= 0:
+            run.sched.memory_point(th)
+        return self._np[flat]
+
+    def __setitem__(self, idx, value):
+        flat = self._flat(idx)
+        if flat.__class__ is tuple:
+            raise NotImplementedError("the simulator assigns shared-memory arrays one element at a time")
+        th = current_thread()
+        run = th.sim
+        if run.track:
+            f = sys._getframe(1)
+            self._mem.store(th, self._off + flat * self._isz, self._isz, (f.f_code, f.f_lineno))
+        self._np[flat] = value
+        th.countdown -= 1
+        if th.countdown <= 0:
+            run.sched.memory_point(th)
+
+    def __len__(self):
+        return self.shape[0]
+
+    @property
+    def itemsize(self):
+        return self._isz
+
+    def __repr__(self):
+        return f"SharedArray(shape={self.shape}, dtype={self.dtype}, offset={self._off:#x})"
+
+
+class Ptr:
+    """``&arr[i]``: a memory (``space``), a byte offset (an absolute address for global memory)."""
+
+    __slots__ = ("space", "mem", "off", "dtype", "lo", "hi", "obj")
+
+    def __init__(self, space, mem, off, dtype=None, lo=0, hi=0, obj=None):
+        self.space, self.mem, self.off, self.dtype, self.lo, self.hi, self.obj = space, mem, off, dtype, lo, hi, obj
+
+    def __repr__(self):
+        if self.space == SHARED:
+            return f"<shared {self.off:#x} of block {tuple(self.mem.cta.blockIdx)}>"
+        return f"<{self.space} {self.off:#x}>"
+
+
+def _host_array(arr):
+    """The numpy array inside a numba simulator device array (or the array itself)."""
+    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray, FakeWithinKernelCUDAArray
+
+    if isinstance(arr, FakeWithinKernelCUDAArray):
+        arr = arr._item
+    if isinstance(arr, FakeCUDAArray):
+        arr = arr._ary
+    return arr if isinstance(arr, np.ndarray) else None
+
+
+def _buffer_bounds(a: np.ndarray) -> tuple[int, int]:
+    root = a
+    while isinstance(root.base, np.ndarray):
+        root = root.base
+    return np.lib.array_utils.byte_bounds(root)
+
+
+def addr(arr, idx) -> Ptr:
+    """The simulator's ``ptx.addr``: a ``Ptr`` to ``arr[idx]``."""
+    if isinstance(arr, SharedArray):
+        flat = arr._flat(idx)
+        if flat.__class__ is tuple:
+            raise IndexError(f"addr: give one index per dimension of the {arr.ndim}-D shared array")
+        return Ptr(SHARED, arr._mem, arr._off + flat * arr._isz, arr.dtype)
+    from ..host.tensor_map import TensorMap
+
+    if isinstance(arr, TensorMap):
+        return Ptr(TMAP, None, 0, obj=arr)
+    a = _host_array(arr)
+    if a is None:
+        th = current_thread()
+        raise SimUsageError("addr", "the array must be a shared, global or local array (or a TensorMap)",
+                            type(arr).__name__, where=here(th) if hasattr(th, "run") else "")
+    index = idx if isinstance(idx, tuple) else (idx,)
+    if len(index) != a.ndim:
+        raise IndexError(f"addr: give one index per dimension of the {a.ndim}-D array, got {idx!r}")
+    off = a.__array_interface__["data"][0]
+    for i, st in zip(index, a.strides):
+        off += operator.index(i) * st
+    lo, hi = _buffer_bounds(a)
+    return Ptr(GLOBAL, None, off, a.dtype, lo, hi)
+
+
+def read_global(th, api: str, p: Ptr, nbytes: int) -> bytes:
+    """``nbytes`` at the global pointer ``p``, checked to lie inside the buffer ``p`` points into."""
+    check_global(th, api, p, nbytes)
+    return ctypes.string_at(p.off, nbytes)
+
+
+def write_global(th, api: str, p: Ptr, data: bytes) -> None:
+    check_global(th, api, p, len(data))
+    ctypes.memmove(p.off, data, len(data))
+
+
+def check_global(th, api: str, p: Ptr, nbytes: int) -> None:
+    if p.space != GLOBAL:
+        raise SimUsageError(api, "this operand must point to global memory", f"a {p.space} pointer",
+                            "PTX ISA", where=here(th, None), seed=th.sim.seed)
+    if p.off < p.lo or p.off + nbytes > p.hi:
+        raise SimUsageError(api, "the access must lie inside the array the pointer was taken from",
+                            f"bytes {p.off - p.lo}..{p.off - p.lo + nbytes} of a {p.hi - p.lo}-byte buffer",
+                            "compute-sanitizer memcheck", where=here(th, None), seed=th.sim.seed)
+
+
+def shared_operand(th, api: str, p, what: str) -> Ptr:
+    """``p`` must point into this CTA's shared memory (``.shared::cta``)."""
+    if not isinstance(p, Ptr) or p.space != SHARED:
+        got = p.space if isinstance(p, Ptr) else type(p).__name__
+        raise SimUsageError(api, f"{what} must be addr() of a shared-memory array element", got, "PTX ISA",
+                            where=here(th, None), seed=th.sim.seed)
+    if p.mem is not th.cta.smem:
+        raise SimUsageError(api, f"{what} must point into this CTA's own shared memory (use mapa for a peer's)",
+                            f"block {tuple(p.mem.cta.blockIdx)}'s shared memory", "PTX ISA",
+                            where=here(th, None), seed=th.sim.seed)
+    return p
+
+
+class SharedAllocator:
+    """``cuda.shared.array`` in the simulator: one allocation per call site, at the same offset in every
+    CTA of the launch (DSMEM and multicast rely on it); ``shape`` 0 is the dynamic shared memory."""
+
+    def __init__(self, launch):
+        self.launch = launch
+        self.offsets: dict = {}
+        self.end = launch.dynamic_bytes_aligned
+
+    def array(self, shape, dtype, alignment=None):
+        th = current_thread()
+        f = sys._getframe(1)
+        key = (f.f_code, f.f_lasti)
+        cta = th.cta
+        arr = cta.arrays.get(key)
+        if arr is not None:
+            return arr
+        dt = as_dtype(dtype)
+        shp = as_shape(shape)
+        if shp == (0,):
+            arr = SharedArray(cta.smem, 0, (self.launch.dynamic_bytes // dt.itemsize,), dt)
+        else:
+            nbytes = math.prod(shp) * dt.itemsize
+            off = self.offsets.get(key)
+            if off is None:
+                align = alignment or (DEFAULT_SHARED_ALIGN if nbytes >= DEFAULT_SHARED_ALIGN else dt.itemsize)
+                off = -(-self.end // align) * align
+                if off + nbytes > cta.smem.size:
+                    raise SimUsageError("cuda.shared.array",
+                                        f"static + dynamic shared memory must fit in {cta.smem.size} bytes per block",
+                                        f"{off + nbytes} bytes", "CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN",
+                                        where=here(th, (f.f_code, f.f_lineno)), seed=th.sim.seed)
+                self.offsets[key] = off
+                self.end = off + nbytes
+            arr = SharedArray(cta.smem, off, shp, dt)
+        cta.arrays[key] = arr
+        return arr
+
+
+class LocalAllocator:
+    """``cuda.local.array``: per-thread numpy, filled with poison (local memory starts undefined)."""
+
+    def array(self, shape, dtype, alignment=None):
+        dt = as_dtype(dtype)
+        a = np.empty(as_shape(shape), dt)
+        a.reshape(-1).view(np.uint8)[:] = 0xFF
+        return a

@@ -1,0 +1,76 @@
+"""The mistakes the simulator catches, one error class each, all reported the asyncpipe way.
+
+Every message opens like any ``AsyncpipeError`` (``<api>: <rule> [<source>], got <value>``) and then
+says where it happened: the kernel source line, the thread (block and thread index, warp and lane),
+and the seed that reproduces the interleaving. ``got`` names the barrier, group or stage involved.
+"""
+
+from __future__ import annotations
+
+from ..errors import AsyncpipeError
+
+
+class SimError(AsyncpipeError):
+    """A kernel broke a rule of the hardware while running in the asyncpipe simulator."""
+
+    def __init__(self, api: str, rule: str, got, source: str | None = None, *, where: str = "", seed=None):
+        super().__init__(api, rule, got, source)
+        self.where, self.seed = where, seed
+        extra = ""
+        if where:
+            extra += "\n  " + where.replace("\n", "\n  ")
+        if seed is not None:
+            extra += f"\n  (replay: ASYNCPIPE_SIM_SEED={seed})"
+        if extra:
+            self.args = (self.args[0] + extra,)
+
+
+class UnwaitedAsyncReadError(SimError):
+    """Shared memory read (or overwritten) while an asynchronous copy into it is still pending: the
+    copy was never waited for (cp.async ``wait_group``/``wait_all``, or the TMA's mbarrier phase)."""
+
+
+class WaitGroupError(UnwaitedAsyncReadError):
+    """The thread did wait, but its ``cp_async_wait_group(N)`` left the group holding the data in
+    flight: N too large, or an iteration that issued nothing skipped its (empty) ``commit_group``."""
+
+
+class DeadlockError(SimError):
+    """Every live thread waits on something no other thread or copy will ever provide: a wrong
+    mbarrier parity, a phase whose arrivals or bytes never come, a barrier some threads skip."""
+
+
+class MbarrierPhaseError(SimError):
+    """A wait that cannot name the phase it means: the barrier moved on by two phases before the
+    waiting thread saw the one it waited for (an arrival for the next phase came too early)."""
+
+
+class TxCountError(SimError):
+    """An mbarrier phase's transaction count does not match the bytes its copies deliver."""
+
+
+class ProxyFenceError(SimError):
+    """Generic-proxy and async-proxy (TMA, bulk copy) accesses to the same shared memory with no
+    ``fence.proxy.async`` between them."""
+
+
+class MbarrierInitError(SimError):
+    """An mbarrier used before its ``mbarrier_init`` (and, for TMA or other CTAs, its fence) is
+    visible, or initialised again while it is still in use."""
+
+
+class DsmemLifetimeError(SimError):
+    """A CTA's shared memory accessed through DSMEM after, or not ordered before, that CTA exits."""
+
+
+class SharedMemoryRaceError(SimError):
+    """Two threads access the same shared-memory word, one of them writing, with no barrier ordering
+    one before the other."""
+
+
+class SimUsageError(SimError):
+    """An operand the hardware refuses: a misaligned or out-of-range address, a wrong state space."""
+
+
+class SimTimeoutError(SimError):
+    """A thread ran past the simulator's time limit without reaching a synchronisation point."""

@@ -1,0 +1,100 @@
+"""cp.async.bulk.tensor (TMA with a tensor map) in the simulator: boxes gathered from and scattered
+to the described array, out-of-bounds fill and clipping, the shared-memory swizzle, multicast."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...constants import BULK_SMEM_ALIGN_TENSOR
+from ..arrays import TMAP, Ptr, shared_operand
+from ..errors import ProxyFenceError, SimUsageError
+from ..tensor_map import load_box, smem_offsets, store_box
+from ..where import here
+from . import async_ops, mbarrier_state
+from .bulk import _check_init_fenced
+from .common import enter
+
+_SRC = "PTX ISA, cp.async.bulk.tensor"
+
+
+def tensor_map(th, p, api):
+    if not isinstance(p, Ptr) or p.space != TMAP:
+        got = p.space if isinstance(p, Ptr) else type(p).__name__
+        raise SimUsageError(api, "tmap must be addr(tmap, 0) of an asyncpipe TensorMap kernel argument", got, _SRC,
+                            where=here(th), seed=th.sim.seed)
+    tmap = p.obj
+    if th.sim.check_proxy and id(tmap) not in th.tmaps:
+        raise ProxyFenceError(api, "a tensor map written from the host must be acquired by the issuing thread "
+                              "(fence_proxy_tensormap_generic_acquire_sys/_gpu on addr(tmap, 0)) before its first copy",
+                              repr(tmap), "CUDA programming guide, TMA; PTX ISA, fence.proxy.tensormap",
+                              where=here(th), seed=th.sim.seed)
+    return tmap
+
+
+def _rank(th, tmap, coords, api):
+    if len(coords) != tmap.rank:
+        raise SimUsageError(api, "the instruction's dimension must be the tensor map's rank",
+                            f"a {len(coords)}-d copy with a rank-{tmap.rank} map", _SRC, where=here(th), seed=th.sim.seed)
+
+
+def _box_target(th, api, mem, off, lay):
+    if off % BULK_SMEM_ALIGN_TENSOR:
+        raise SimUsageError(api, f"the shared-memory box must be {BULK_SMEM_ALIGN_TENSOR}-byte aligned",
+                            f"shared offset {off:#x}", _SRC, where=here(th), seed=th.sim.seed)
+    mem.check_range(th, api, off, lay.box_bytes, 1, "the box")
+    return smem_offsets(lay, off)
+
+
+def load(dst, tmap_ptr, coords, bar, cta_mask=None, api="cp_async_bulk_tensor_shared_global"):
+    th = enter(api)
+    sim = th.sim
+    dst = shared_operand(th, api, dst, "dst")
+    tmap = tensor_map(th, tmap_ptr, api)
+    _rank(th, tmap, coords, api)
+    lay = tmap.layout
+    own = mbarrier_state.use(th, bar, api)
+    _check_init_fenced(th, own, api)
+    if cta_mask is None:
+        ranks = [th.cta.rank]
+    else:
+        mask = int(cta_mask) & 0xFFFF
+        ranks = [r for r in range(len(sim.ctas)) if (mask >> r) & 1]
+        if not ranks or max(ranks) >= len(sim.ctas):
+            raise SimUsageError(api, f"cta_mask must name CTAs of this cluster (ranks 0..{len(sim.ctas) - 1})",
+                                f"{int(cta_mask):#06x}", _SRC, where=here(th), seed=sim.seed)
+    targets = []
+    for r in ranks:
+        cta = sim.ctas[r]
+        bptr = Ptr(bar.space, cta.smem, bar.off)
+        b = own if r == th.cta.rank else mbarrier_state.use(th, bptr, api, remote=True)
+        if b is not own:
+            _check_init_fenced(th, b, api)
+        targets.append((cta.smem, _box_target(th, api, cta.smem, dst.off, lay), b))
+    coords = tuple(int(c) for c in coords)
+    kind = "TMA load" if cta_mask is None else f"TMA multicast load (ranks {ranks})"
+    op = async_ops.AsyncLoad(th, api, kind, lay.box_bytes,
+                             lambda: np.ascontiguousarray(load_box(tmap, coords)).view(np.uint8).reshape(-1), targets)
+    op.issue()
+
+
+def store(tmap_ptr, coords, src, api="cp_async_bulk_tensor_global_shared"):
+    th = enter(api)
+    src = shared_operand(th, api, src, "src")
+    tmap = tensor_map(th, tmap_ptr, api)
+    _rank(th, tmap, coords, api)
+    lay = tmap.layout
+    offs = _box_target(th, api, src.mem, src.off, lay)
+    coords = tuple(int(c) for c in coords)
+    from ..tensor_map import numpy_dtype
+
+    def write(data):
+        store_box(tmap, coords, data.view(numpy_dtype(lay.dtype)).reshape(lay.box_elements))
+
+    async_ops.BulkStore(th, api, "TMA store", src.mem, offs, write).issue()
+
+
+def prefetch(tmap_ptr, api="prefetch_tensormap"):
+    th = enter(api)
+    if not isinstance(tmap_ptr, Ptr) or tmap_ptr.space != TMAP:
+        raise SimUsageError(api, "tmap must be addr(tmap, 0) of an asyncpipe TensorMap kernel argument",
+                            type(tmap_ptr).__name__, _SRC, where=here(th), seed=th.sim.seed)

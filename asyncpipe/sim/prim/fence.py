@@ -1,0 +1,42 @@
+"""Fences in the simulator: each one is recorded at the thread's current clock (then the clock
+ticks), so that a later check can ask "did the writer fence after this write, and does the reader
+know about that fence?" (see ``common.fenced``)."""
+
+from __future__ import annotations
+
+from ..arrays import TMAP, Ptr
+from ..errors import SimUsageError
+from ..where import here
+from .common import clock, enter, tick
+
+
+def proxy_async(api):
+    """fence.proxy.async[.shared::cta]: generic <-> async proxy, both ways, for this thread."""
+    th = enter(api)
+    th.fences_async.append(clock(th))
+    tick(th)
+
+
+def mbarrier_init_release_cluster(api):
+    """Publishes this thread's earlier mbarrier inits to the cluster and to the async proxy."""
+    th = enter(api)
+    c = clock(th)
+    th.fences_cluster.append(c)
+    th.fences_async.append(c)
+    tick(th)
+
+
+def acq_rel_cluster(api):
+    """A cluster-scope acquire-release fence: orders, among other things, earlier mbarrier inits."""
+    th = enter(api)
+    th.fences_cluster.append(clock(th))
+    tick(th)
+
+
+def tensormap_acquire(tmap_ptr, api):
+    th = enter(api)
+    if not isinstance(tmap_ptr, Ptr) or tmap_ptr.space != TMAP:
+        got = tmap_ptr.space if isinstance(tmap_ptr, Ptr) else type(tmap_ptr).__name__
+        raise SimUsageError(api, "the operand must be addr(tmap, 0) of an asyncpipe TensorMap kernel argument", got,
+                            "PTX ISA, fence.proxy.tensormap", where=here(th), seed=th.sim.seed)
+    th.tmaps.add(id(tmap_ptr.obj))

@@ -1,0 +1,176 @@
+"""One CTA's shared memory: the bytes, and per 4-byte word what the checks need to know about it.
+
+Per word the shadow keeps the last write (thread, clock, site), the reads since (one epoch, or a dict
+when several unordered threads read it: FastTrack's read-shared mode), the asynchronous copy that
+will land in it (``pending``), and the bulk store still reading it (``async_src``). Thread ids index
+the cluster's vector clocks; ids at or above ``ClusterRun.n_threads`` are the async proxy (a TMA
+load's writes, one id per mbarrier they complete on).
+
+Granularity is the 4-byte word: two threads writing different bytes of one word are reported as a
+race (numba kernels rarely share words between threads at byte granularity).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import SharedMemoryRaceError, SimUsageError, UnwaitedAsyncReadError
+from .where import describe_site, describe_thread, here
+
+POISON_BYTE = 0xFF          # all bits set: NaN for every float type, -1 / max for integers
+NONE, MANY = -1, -2         # r_tid markers: no read since the last write; several (see r_many)
+
+
+class SharedMemory:
+    """The shared memory of one CTA (``cta``), ``size`` bytes, with its shadow state."""
+
+    def __init__(self, cta, size: int):
+        self.cta = cta
+        self.size = size
+        self.buf = np.full(size, POISON_BYTE, np.uint8)
+        n = (size + 3) // 4
+        self.w_tid = [NONE] * n
+        self.w_clk = [0] * n
+        self.w_site = [None] * n
+        self.r_tid = [NONE] * n
+        self.r_clk = [0] * n
+        self.r_site = [None] * n
+        self.r_many: dict[int, dict] = {}
+        self.pending = [None] * n         # the async copy (an op object) that will land here
+        self.async_src = [None] * n       # the bulk store that has not been waited on reading this word
+        self.mbar_words: dict[int, object] = {}   # word -> the live mbarrier stored there
+        self.alive = True
+        self.remote = {}                  # thread id -> (clock, site) of its last DSMEM access here
+
+    # ------------------------------------------------------------------------------------------
+    # Checked accesses by a thread (generic proxy)
+    # ------------------------------------------------------------------------------------------
+    def load(self, th, byte: int, nbytes: int, s):
+        run = th.sim
+        if not run.track:
+            return
+        w = byte >> 2
+        last = (byte + nbytes - 1) >> 2
+        while w <= last:
+            self._read_word(th, w, s, run)
+            w += 1
+
+    def store(self, th, byte: int, nbytes: int, s):
+        run = th.sim
+        if not run.track:
+            return
+        w = byte >> 2
+        last = (byte + nbytes - 1) >> 2
+        while w <= last:
+            self._write_word(th, w, s, run)
+            w += 1
+
+    def _read_word(self, th, w, s, run):
+        if self.pending[w] is not None and run.check_async:
+            self.pending[w].report_generic_access(th, self, w, s, "read")
+        if w in self.mbar_words and run.check_mbarrier:
+            self.mbar_words[w].report_generic_access(th, s)
+        me = th.vci
+        vc = th.vc
+        wt = self.w_tid[w]
+        if run.check_race and wt >= 0 and wt != me and self.w_clk[w] > vc[wt]:
+            if wt >= run.n_threads:
+                run.report_unacquired_async(th, self, w, s)
+            else:
+                self.report_race(th, w, s, "read", wt, self.w_clk[w], self.w_site[w], "write")
+        rt = self.r_tid[w]
+        clk = vc[me]
+        if rt == me or rt == NONE:
+            self.r_tid[w] = me
+            self.r_clk[w] = clk
+            self.r_site[w] = s
+        elif rt == MANY:
+            self.r_many[w][me] = (clk, s)
+        elif self.r_clk[w] <= vc[rt]:            # the earlier read happens before this one
+            self.r_tid[w] = me
+            self.r_clk[w] = clk
+            self.r_site[w] = s
+        else:
+            self.r_many[w] = {rt: (self.r_clk[w], self.r_site[w]), me: (clk, s)}
+            self.r_tid[w] = MANY
+
+    def _write_word(self, th, w, s, run):
+        if run.check_async:
+            if self.pending[w] is not None:
+                self.pending[w].report_generic_access(th, self, w, s, "write")
+            if self.async_src[w] is not None:
+                self.async_src[w].report_overwrite(th, self, w, s)
+        if w in self.mbar_words and run.check_mbarrier:
+            self.mbar_words[w].report_generic_access(th, s)
+        me = th.vci
+        vc = th.vc
+        if run.check_race:
+            self.check_write_order(th, w, s, vc, me)
+        self.w_tid[w] = me
+        self.w_clk[w] = vc[me]
+        self.w_site[w] = s
+        self.r_tid[w] = NONE
+        if w in self.r_many:
+            del self.r_many[w]
+
+    def check_write_order(self, th, w, s, vc, me, what="write"):
+        """A write (by ``th``, or by a copy ``th`` issued) at word ``w`` must come after every earlier
+        access to it: raise ``SharedMemoryRaceError`` naming the first one that is not ordered."""
+        run = th.sim
+        wt = self.w_tid[w]
+        if wt >= 0 and wt != me and self.w_clk[w] > vc[wt] and wt < run.n_threads:
+            self.report_race(th, w, s, what, wt, self.w_clk[w], self.w_site[w], "write")
+        rt = self.r_tid[w]
+        if rt >= 0:
+            if rt != me and self.r_clk[w] > vc[rt]:
+                self.report_race(th, w, s, what, rt, self.r_clk[w], self.r_site[w], "read")
+        elif rt == MANY:
+            for t, (c, rs) in self.r_many[w].items():
+                if t != me and c > vc[t]:
+                    self.report_race(th, w, s, what, t, c, rs, "read")
+
+    # ------------------------------------------------------------------------------------------
+    # Writes that land asynchronously (stamped as the landing's owner)
+    # ------------------------------------------------------------------------------------------
+    def stamp_words(self, w0: int, w1: int, tid: int, clk: int, s):
+        """Words ``w0 .. w1 - 1`` were just written by ``tid`` at ``clk`` (a landed copy)."""
+        for w in range(w0, w1):
+            self.w_tid[w] = tid
+            self.w_clk[w] = clk
+            self.w_site[w] = s
+            self.r_tid[w] = NONE
+            self.r_many.pop(w, None)
+
+    def stamp_words_list(self, words, tid: int, clk: int, s):
+        for w in words:
+            self.w_tid[w] = tid
+            self.w_clk[w] = clk
+            self.w_site[w] = s
+            self.r_tid[w] = NONE
+            self.r_many.pop(w, None)
+
+    def write_bytes(self, byte: int, data) -> None:
+        self.buf[byte:byte + len(data)] = np.frombuffer(data, np.uint8) if isinstance(data, bytes) else data
+
+    def poison(self, byte: int, nbytes: int) -> None:
+        self.buf[byte:byte + nbytes] = POISON_BYTE
+
+    def check_range(self, th, api: str, byte: int, nbytes: int, align: int, what: str) -> None:
+        if byte % align:
+            raise SimUsageError(api, f"{what} must be {align}-byte aligned", f"shared offset {byte:#x}",
+                                "PTX ISA", where=here(th), seed=th.sim.seed)
+        if byte < 0 or byte + nbytes > self.size:
+            raise SimUsageError(api, f"{what} must lie inside the CTA's shared memory ({self.size} bytes)",
+                                f"bytes {byte:#x}..{byte + nbytes:#x}", "PTX ISA", where=here(th), seed=th.sim.seed)
+
+    # ------------------------------------------------------------------------------------------
+    def report_race(self, th, w, s, what, other, other_clk, other_site, other_what):
+        run = th.sim
+        other_th = run.thread_by_vci(other)
+        raise SharedMemoryRaceError(
+            "shared memory", "two threads access one word, one of them writing, with no barrier between them",
+            f"a {what} of word {w * 4:#x} of block {tuple(self.cta.blockIdx)}'s shared memory by "
+            f"{describe_thread(th)} and an earlier {other_what} by {describe_thread(other_th)} "
+            f"at {describe_site(other_site)}",
+            "CUDA programming guide, memory consistency; compute-sanitizer racecheck",
+            where=here(th, s), seed=run.seed)
