@@ -203,11 +203,13 @@ def shared_bytes(stages: int) -> int:
     return stages * STAGE_BYTES
 
 
-def sgemm(A, B, C=None, alpha=1.0, beta=0.0, stages=3, variant="cp_async", stream=0):
+def sgemm(A, B, C=None, alpha=1.0, beta=0.0, stages=None, variant="cp_async", stream=0):
     """C = alpha * A @ B + beta * C for float32 row-major CUDA arrays (numba, CuPy, PyTorch...).
 
     ``C`` is allocated (and ``beta`` must be 0) when not given. Returns C as a numba device array
     view of the same memory. ``variant`` is ``"cp_async"`` (``stages`` 2..8) or ``"v4"``.
+    ``stages=None`` takes the tuner's cached choice for this GPU and problem
+    (``python -m asyncpipe tune sgemm``), else the chapter's 3.
     """
     from ..host.launch import launch
     from .checks import as_matrix, check_gemm
@@ -215,6 +217,10 @@ def sgemm(A, B, C=None, alpha=1.0, beta=0.0, stages=3, variant="cp_async", strea
     a, b = as_matrix("sgemm", "A", A), as_matrix("sgemm", "B", B)
     M, K = a.shape
     N = b.shape[1]
+    if stages is None and variant == "cp_async":
+        from ..tune import cached_stages
+
+        stages = cached_stages("sgemm", (M, N, K)) or 3
     c = cuda.device_array((M, N), np.float32, stream=stream) if C is None else as_matrix("sgemm", "C", C)
     check_gemm("sgemm", a, b, c, beta if C is not None else 0.0, stages, variant, C is None and beta != 0)
     # 16-byte copies need 16-byte aligned rows: K (N) a multiple of 4 and A (B) 16-byte aligned

@@ -1,0 +1,1 @@
+"""The chapter's programs (and later kernels), written with asyncpipe's primitives."""
