@@ -26,6 +26,7 @@ from numba import cuda, float32
 from .. import ptx
 from ..jit_cache import jit
 from .unroll import registers, unroll, unrolled
+from .vector import load_x4, store_x4
 
 BM, BN, BK, TM, TN = 128, 128, 8, 8, 8
 THREADS = (BM * BN) // (TM * TN)          # 256
@@ -126,31 +127,44 @@ def sgemm_cp_async(M, N, K, alpha, A, B, beta, C):
 
 
 def sgemm_v4(M, N, K, alpha, A, B, beta, C):
-    """The chapter's baseline: same tile, loads through registers, one buffer, no cp.async."""
-    smem = cuda.shared.array(TILE_FLOATS, float32)
+    """The chapter's baseline: same tile, loads through registers, one buffer, no cp.async.
+
+    Row-major tiles as in the chapter. In the interior (``EDGES`` false) each thread moves 16 bytes
+    of A and 16 of B per tile with one vector load and one vector store each (the C++ ``float4``
+    casts); at the edges, element by element with bounds checks."""
+    smem = cuda.shared.array(TILE_FLOATS, float32, alignment=16)
     tid = cuda.threadIdx.x
     thread_col = tid % (BN // TN)
     thread_row = tid // (BN // TN)
     row0 = cuda.blockIdx.y * BM
     col0 = cuda.blockIdx.x * BN
     acc = registers(TM, TN, dtype=float32)
+    v = tid * 4                                       # interior: this thread's 16 bytes of each tile
+    a_off = (row0 + v // BK) * K + v % BK             # ... of A at k0 = 0
+    b_off = (v // BN) * N + col0 + v % BN             # ... of B at k0 = 0
     for k0 in range(0, K, BK):
-        for r in unroll(BM * BK // THREADS):          # A tile, through registers, stored k-major
-            e = r * THREADS + tid
-            gr = row0 + e // BK
-            gc = k0 + e % BK
-            smem[(e % BK) * BM + e // BK] = A[gr * K + gc] if not EDGES or (gr < M and gc < K) else float32(0)
-        for r in unroll(BK * BN // THREADS):          # B tile
-            e = r * THREADS + tid
-            gr = k0 + e // BN
-            gc = col0 + e % BN
-            smem[BM * BK + e] = B[gr * N + gc] if not EDGES or (gr < K and gc < N) else float32(0)
+        if EDGES:
+            for r in unroll(BM * BK // THREADS):      # A tile
+                e = r * THREADS + tid
+                gr = row0 + e // BK
+                gc = k0 + e % BK
+                smem[e] = A[gr * K + gc] if gr < M and gc < K else float32(0)
+            for r in unroll(BK * BN // THREADS):      # B tile
+                e = r * THREADS + tid
+                gr = k0 + e // BN
+                gc = col0 + e % BN
+                smem[BM * BK + e] = B[gr * N + gc] if gr < K and gc < N else float32(0)
+        else:
+            a = load_x4(A, a_off + k0)
+            store_x4(smem, v, a[0], a[1], a[2], a[3])
+            b = load_x4(B, b_off + k0 * N)
+            store_x4(smem, BM * BK + v, b[0], b[1], b[2], b[3])
         cuda.syncthreads()
         for dot in unroll(BK):
             reg_m = registers(TM)
             reg_n = registers(TN)
             for i in unroll(TM):
-                reg_m[i] = smem[dot * BM + thread_row * TM + i]
+                reg_m[i] = smem[(thread_row * TM + i) * BK + dot]
             for j in unroll(TN):
                 reg_n[j] = smem[BM * BK + dot * BN + thread_col * TN + j]
             for i in unroll(TM):
@@ -227,12 +241,11 @@ def sgemm(A, B, C=None, alpha=1.0, beta=0.0, stages=None, variant="cp_async", st
     vec_a = 4 if K % 4 == 0 and a.device_ctypes_pointer.value % 16 == 0 else 1
     vec_b = 4 if N % 4 == 0 and b.device_ctypes_pointer.value % 16 == 0 else 1
     edges = not (M % BM == 0 and N % BN == 0 and K % BK == 0 and vec_a == vec_b == 4)
-    edges_v4 = not (M % BM == 0 and N % BN == 0 and K % BK == 0)
     grid = ((N + BN - 1) // BN, (M + BM - 1) // BM)
     args = (np.int32(M), np.int32(N), np.int32(K), np.float32(alpha), a.reshape(M * K), b.reshape(K * N),
             np.float32(beta), c.reshape(M * N))
     if variant == "v4":
-        kernel("v4", edges=edges_v4)[grid, THREADS, stream](*args)
+        kernel("v4", edges=edges)[grid, THREADS, stream](*args)
     else:
         launch(kernel("cp_async", stages, vec_a, vec_b, edges), grid, THREADS, *args, shared_mem=shared_bytes(stages), stream=stream)
     return c

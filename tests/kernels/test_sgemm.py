@@ -37,6 +37,14 @@ def test_v4_sass():
                         lacks=("CALL", "LDGSTS"), launch_bounds=S.LAUNCH_BOUNDS)
     assert cubin.resources.registers <= 128
     assert cubin.count("FFMA") >= 512
+    # the interior's float4 moves: one 16-byte load and store per operand and tile
+    assert cubin.count("LDG.E.128") == 2 and cubin.count("STS.128") == 2
+
+
+@pytest.mark.sass
+def test_v4_edges_sass():
+    assert_sass(S.kernel_source("v4", edges=True), SIG, has=("LDS.128", "BAR.SYNC"), lacks=("CALL", "LDGSTS"),
+                launch_bounds=S.launch_bounds(True))
 
 
 def test_shared_memory_per_stage_is_the_chapters_answer():

@@ -1,0 +1,79 @@
+"""16-byte loads and stores for kernels: what CUDA C++ writes as ``*reinterpret_cast<float4*>(&a[i])``.
+
+numba knows nothing of an array's alignment, so four loads of ``a[i] .. a[i + 3]`` stay four 4-byte
+instructions. ``load_x4(a, i)`` is one 16-byte load (``LDG.E.128`` / ``LDS.128``) returning four
+values; ``store_x4(a, i, v0, v1, v2, v3)`` one 16-byte store. The caller promises what the C++ cast
+promises: ``&a[i]`` is 16-byte aligned (4-byte elements, ``i`` a multiple of 4, the array's base and
+row pitch 16-byte aligned; shared arrays declared with ``alignment=16``). Nothing checks it on the
+GPU: a misaligned address is a misaligned-address fault.
+"""
+
+from __future__ import annotations
+
+from llvmlite import ir
+from numba.cuda import cgutils, types
+from numba.cuda.extending import intrinsic
+
+from ..ptx._registry import simulating
+
+
+def _vector_pointer(context, builder, aryty, ary, idx, idxty):
+    index = context.cast(builder, idx, idxty, types.intp)
+    ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [index], wraparound=False)
+    vec = ir.VectorType(context.get_value_type(aryty.dtype), 4)
+    return builder.bitcast(ptr, vec.as_pointer(ptr.type.addrspace)), vec
+
+
+def _fits(arr, idx) -> bool:
+    return (isinstance(arr, types.Array) and arr.ndim == 1 and isinstance(idx, types.Integer)
+            and arr.dtype in (types.float32, types.int32, types.uint32))
+
+
+@intrinsic
+def _load_x4(typingctx, arr, idx):
+    if not _fits(arr, idx):
+        return None
+    sig = types.UniTuple(arr.dtype, 4)(arr, idx)
+
+    def codegen(context, builder, sig, args):
+        aryty, idxty = sig.args
+        ary = context.make_array(aryty)(context, builder, args[0])
+        vptr, _ = _vector_pointer(context, builder, aryty, ary, args[1], idxty)
+        vec = builder.load(vptr, align=16)
+        values = [builder.extract_element(vec, ir.Constant(ir.IntType(32), k)) for k in range(4)]
+        return context.make_tuple(builder, sig.return_type, values)
+
+    return sig, codegen
+
+
+@intrinsic
+def _store_x4(typingctx, arr, idx, v0, v1, v2, v3):
+    if not _fits(arr, idx):
+        return None
+    sig = types.void(arr, idx, arr.dtype, arr.dtype, arr.dtype, arr.dtype)
+
+    def codegen(context, builder, sig, args):
+        aryty, idxty = sig.args[:2]
+        ary = context.make_array(aryty)(context, builder, args[0])
+        vptr, vec_type = _vector_pointer(context, builder, aryty, ary, args[1], idxty)
+        vec = ir.Constant(vec_type, ir.Undefined)
+        for k, v in enumerate(args[2:]):
+            vec = builder.insert_element(vec, v, ir.Constant(ir.IntType(32), k))
+        builder.store(vec, vptr, align=16)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+def _load_x4_sim(arr, idx):
+    return arr[idx], arr[idx + 1], arr[idx + 2], arr[idx + 3]
+
+
+def _store_x4_sim(arr, idx, v0, v1, v2, v3):
+    arr[idx], arr[idx + 1], arr[idx + 2], arr[idx + 3] = v0, v1, v2, v3
+
+
+load_x4 = _load_x4_sim if simulating() else _load_x4
+store_x4 = _store_x4_sim if simulating() else _store_x4
+load_x4.__doc__ = "``(a[i], a[i+1], a[i+2], a[i+3])`` in one 16-byte load; ``&a[i]`` must be 16-byte aligned."
+store_x4.__doc__ = "``a[i:i+4] = v0, v1, v2, v3`` in one 16-byte store; ``&a[i]`` must be 16-byte aligned."
