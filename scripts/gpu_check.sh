@@ -5,7 +5,7 @@
 #   run(command="bash scripts/gpu_check.sh", carry=[".whl", ".ref"])
 # .whl holds numpy 2.4 (the image's numpy 2.5 breaks numba-cuda 0.30.4) and pytest; .ref is an
 # ignored copy of ../shared/reference (the yardstick programs; never committed).
-# Environment: STEPS (default "tests sanitizer bench"), PYTEST_ARGS, JOBS, SANITIZER_TOOLS, SANITIZER_TESTS,
+# Environment: STEPS (default "tests sanitizer bench"; add "tune" for the tuner's table), PYTEST_ARGS, JOBS, SANITIZER_TOOLS, SANITIZER_TESTS,
 # SAN_JOBS, SANITIZER_LIMIT (seconds), BENCH_ARGS, COMMIT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -60,6 +60,14 @@ if [[ $STEPS == *sanitizer* ]]; then
     grep FAIL "$OUT/sanitizer_$tool.log" | head -20
     row "sanitizer $tool" "$(tail -1 "$OUT/sanitizer_$tool.log") ($(( $(date +%s) - ${SAN_T0[$tool]} )) s)"
   done
+fi
+
+# the stage-count tuner on the chapter's SGEMM at 4096^3: every stage count timed (the pruned ones
+# too, to check the model's pruning); its table is bench/tune_h200.json once committed
+if [[ $STEPS == *tune* ]]; then
+  ASYNCPIPE_CACHE_DIR=$OUT/tune-cache python3 -m asyncpipe tune sgemm --m 4096 --n 4096 --k 4096 \
+    --measure-pruned --rounds 5 --json "$OUT/tune_h200.json" 2>&1 | tail -25
+  row "tune" "$OUT/tune_h200.json"
 fi
 
 if [[ $STEPS == *bench* ]] && python3 -c "import asyncpipe.bench" 2>/dev/null; then
