@@ -65,7 +65,7 @@ fi
 # the stage-count tuner on the chapter's SGEMM at 4096^3: every stage count timed (the pruned ones
 # too, to check the model's pruning); its table is bench/tune_h200.json once committed
 if [[ $STEPS == *tune* ]]; then
-  ASYNCPIPE_CACHE_DIR=$OUT/tune-cache python3 -m asyncpipe tune sgemm --m 4096 --n 4096 --k 4096 \
+  ASYNCPIPE_CACHE_DIR=/tmp/asyncpipe-tune-cache python3 -m asyncpipe tune sgemm --m 4096 --n 4096 --k 4096 \
     --measure-pruned --rounds 5 --json "$OUT/tune_h200.json" 2>&1 | tail -25
   row "tune" "$OUT/tune_h200.json"
 fi
