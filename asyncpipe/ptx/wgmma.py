@@ -1,0 +1,296 @@
+"""wgmma: Hopper's warpgroup matrix multiply-accumulate (``wgmma.mma_async``), its fence, commit and
+wait, the shared-memory matrix descriptor it reads operands through, and ``setmaxnreg`` (the register
+hand-over of warp-specialized kernels). All need sm_90a (``arch_specific``).
+
+**Who.** A *warpgroup* is four consecutive warps whose first warp index is a multiple of 4 (threads
+128*g .. 128*g + 127). ``wgmma.*`` and ``setmaxnreg`` are ``.sync.aligned``: all 128 threads of the
+warpgroup execute the same call, with the same operands where the PTX says "uniform", in convergence.
+
+**The sequence** (PTX ISA, "Asynchronous Warpgroup Level Matrix Multiply-Accumulate")::
+
+    wgmma_fence_sync_aligned()            # before the first mma, and whenever registers it reads changed
+    wgmma_mma_async_..._ss(acc, a_desc, b_desc, scale_d, 0, 1)   # one or more, asynchronous
+    wgmma_commit_group_sync_aligned()     # closes them into one wgmma-group
+    wgmma_wait_group_sync_aligned(0)      # until at most N groups are pending: acc may be read now
+
+Reading or writing the accumulators (or A's registers) of an mma that is still pending is undefined
+behaviour; so is changing the shared memory it reads before its group is waited for.
+
+**Accumulators: why a pointer, and why it stays in registers.** ``m64nNk16`` with ``.f32``
+accumulators reads and writes N/2 fp32 registers per thread (32, 64 or 128). A C-ABI shim cannot take
+or return 128 values by value from numba, so each mma primitive takes ``d = addr(acc, 0)`` of a
+``cuda.local.array(N // 2, float32)`` and its shim names ``d[0] .. d[N/2-1]`` as in-out register
+operands. After nvJitLink's LTO inlines the shim, every access to the local array has a constant
+offset, and LLVM's SROA promotes the array to N/2 virtual registers: the SASS shows ``HGMMA`` with
+no ``LDL``/``STL`` and 0 bytes of local memory (``tests/ptx/test_wgmma.py`` checks each form, up to
+128 accumulators in a loop). The alternative, a numba ``@intrinsic`` that emits the inline asm with a
+struct-of-floats result, was not needed: the pointer form keeps one shim per instruction like every
+other primitive. The one rule it imposes: **index ``acc`` with compile-time constants only** (the
+``unroll`` marker of ``asyncpipe.kernels.unroll``); a run-time index forces the array into local
+memory.
+
+Accumulator layout (PTX ISA, "Register Fragments", m64nNk16 ``.f32``): thread ``t`` of the
+warpgroup (warp ``w = t // 32``, lane ``l``; ``g = l // 4``, ``q = l % 4``) holds ``acc[i]`` =
+D[row, col] with ``row = 16*w + g + 8*((i >> 1) & 1)``, ``col = 8*(i >> 2) + 2*q + (i & 1)``
+(``d_row_col`` below). A in registers (``_rs`` forms): four ``.b32`` registers ``a0..a3``, two
+16-bit values each (low half first); element ``e`` (0..7) is A[16*w + g + 8*((e >> 1) & 1),
+2*q + (e & 1) + 8*(e >> 2)] (``a_row_col``).
+
+**Operands from shared memory** are described by 64-bit matrix descriptors
+(``matrix_descriptor``). ``imm_trans_a``/``imm_trans_b`` (0 or 1, compile-time constants) choose
+the major-ness: 0 = K-major (A as M x K row-major, B as N x K row-major, i.e. B transposed), 1 =
+MN-major (A as K x M row-major; B as K x N row-major, numpy's ``C = A @ B`` layout). ``scale_d``: 0
+computes D = A*B (the accumulators' old values are ignored), anything else D = A*B + D.
+``imm-scale-a``/``imm-scale-b`` are fixed at 1 (no negation).
+
+**Register hand-over.** ``setmaxnreg_dec_sync_aligned_u32(40)`` in a producer warpgroup and
+``setmaxnreg_inc_sync_aligned_u32(232)`` in the consumers move registers from one to the other.
+The kernel must be compiled with a register count known at compile time (``launch_bounds``, e.g.
+``(384, 1)`` gives 168), and the counts must fit: with 3 warpgroups, 128 * 40 + 256 * 232 = 64512
+<= 65536. ptxas compiles the code after each ``setmaxnreg`` to its count.
+"""
+
+from __future__ import annotations
+
+from numba import cuda, uint64
+
+from ._registry import primitive
+
+# ---- shared-memory matrix descriptor (PTX ISA 8.0, "Matrix Descriptor Format") ---------------------------
+# bits 0-13 start address, 16-29 leading dimension byte offset, 32-45 stride dimension byte offset, each
+# encoded as (x & 0x3FFFF) >> 4; bits 49-51 base offset; bits 62-63 swizzle mode.
+DESC_ADDRESS_MASK = 0x3FFFF           # matrix-descriptor-encode(x) = (x & 0x3FFFF) >> 4
+DESC_ADDRESS_SHIFT = 4                # addresses and offsets are multiples of 16 bytes
+DESC_LBO_BIT = 16
+DESC_SBO_BIT = 32
+DESC_BASE_OFFSET_BIT = 49
+DESC_BASE_OFFSET_MASK = 0x7
+DESC_SWIZZLE_BIT = 62
+# swizzle mode (bits 62-63) -> code; "Matrix Descriptor Format"
+SWIZZLE_NONE, SWIZZLE_128B, SWIZZLE_64B, SWIZZLE_32B = 0, 1, 2, 3
+SWIZZLE_CODES = {"none": SWIZZLE_NONE, "128B": SWIZZLE_128B, "64B": SWIZZLE_64B, "32B": SWIZZLE_32B}
+# A swizzle pattern repeats every 8 rows of its span: a 128B-swizzled tile starts on a 1024-byte
+# boundary (base offset 0); "Matrix Descriptor Format", table of pattern start addresses.
+SWIZZLE_ATOM_BYTES = {"128B": 1024, "64B": 512, "32B": 256}
+SWIZZLE_128B_ROW_BYTES = 128          # one row of the 128B swizzle: 64 bf16/fp16 elements
+SWIZZLE_ATOM_ROWS = 8                 # rows per swizzle atom
+# 128B swizzle, K-major: leading byte offset unused ("assumed 1"); stride byte offset = 8 rows x 128 B.
+K_MAJOR_128B_LBO = 16
+K_MAJOR_128B_SBO = SWIZZLE_ATOM_ROWS * SWIZZLE_128B_ROW_BYTES
+# 128B swizzle, MN-major: stride byte offset = 8 K-rows x 128 B; the leading byte offset is the distance
+# between two 64-element column blocks along M/N (the caller's box layout decides it).
+MN_MAJOR_128B_SBO = SWIZZLE_ATOM_ROWS * SWIZZLE_128B_ROW_BYTES
+
+# ---- shapes --------------------------------------------------------------------------------------------
+WGMMA_M = 64
+WGMMA_K = 16                          # k16 for .bf16 / .f16
+WGMMA_N = (64, 128, 256)              # the shapes asyncpipe declares (the ISA has every multiple of 8)
+WARPGROUP_THREADS = 128
+SETMAXNREG_MIN, SETMAXNREG_MAX, SETMAXNREG_STEP = 24, 256, 8   # setmaxnreg: 24..256, multiple of 8
+
+
+def accumulators(n: int) -> int:
+    """fp32 accumulator registers per thread of ``m64nNk16``: N / 2."""
+    return WGMMA_M * n // WARPGROUP_THREADS
+
+
+def _matrix_descriptor(start_address, leading_byte_offset, stride_byte_offset, swizzle_mode, base_offset):
+    # each address field: matrix-descriptor-encode(x) = (x & 0x3FFFF) >> 4 (spelled out three times: this
+    # body is inlined into kernels, where it may call only jitted functions)
+    mask, shift = uint64(DESC_ADDRESS_MASK), uint64(DESC_ADDRESS_SHIFT)
+    return (((uint64(start_address) & mask) >> shift)
+            | (((uint64(leading_byte_offset) & mask) >> shift) << uint64(DESC_LBO_BIT))
+            | (((uint64(stride_byte_offset) & mask) >> shift) << uint64(DESC_SBO_BIT))
+            | ((uint64(base_offset) & uint64(DESC_BASE_OFFSET_MASK)) << uint64(DESC_BASE_OFFSET_BIT))
+            | (uint64(swizzle_mode) << uint64(DESC_SWIZZLE_BIT)))
+
+
+matrix_descriptor = cuda.jit(device=True, inline="always")(_matrix_descriptor)
+matrix_descriptor.__doc__ = """The 64-bit shared-memory matrix descriptor of ``wgmma.mma_async`` (a pure function).
+
+``matrix_descriptor(start_address, leading_byte_offset, stride_byte_offset, swizzle_mode, base_offset)``
+with ``start_address`` the operand's ``.shared::cta`` address (``cvta_to_shared_u32(addr(smem, i))``),
+the two byte offsets as the PTX ISA defines them for the operand's major-ness, ``swizzle_mode`` one of
+``SWIZZLE_NONE``/``SWIZZLE_128B``/``SWIZZLE_64B``/``SWIZZLE_32B`` and ``base_offset`` 0 when the tile
+starts on its swizzle pattern's boundary (1024 bytes for 128B). Addresses and offsets are multiples
+of 16 bytes; each is encoded as ``(x & 0x3FFFF) >> 4``.
+
+For the 128-byte swizzle that TMA writes (``TensorMap.tiled(..., swizzle="128B")``, boxes of 64
+bf16/fp16 per row): K-major operand: ``leading_byte_offset = K_MAJOR_128B_LBO`` (unused),
+``stride_byte_offset = 1024`` (8 rows of 128 B); the k-th k16 step starts ``32 * k`` bytes further.
+MN-major operand: ``stride_byte_offset = 1024`` (8 K-rows), ``leading_byte_offset`` = the bytes
+between consecutive 64-column boxes; the k-th k16 step starts ``16 * 128 * k`` bytes further.
+
+In kernels it is inlined; on the host call ``matrix_descriptor.py_func`` (``check_matrix_descriptor``
+validates the arguments first).
+"""
+
+
+def check_matrix_descriptor(start_address, leading_byte_offset, stride_byte_offset, swizzle, base_offset=0):
+    """Host-side check of ``matrix_descriptor``'s arguments (``swizzle`` a name: ``"128B"`` ...);
+    raises ``AsyncpipeError`` naming the rule broken, returns the swizzle code."""
+    from ..errors import check
+
+    api = "matrix_descriptor"
+    src = "PTX ISA, wgmma matrix descriptor format"
+    check(swizzle in SWIZZLE_CODES, api, f"swizzle must be one of {', '.join(map(repr, SWIZZLE_CODES))}",
+          repr(swizzle), src)
+    for name, v in (("start_address", start_address), ("leading_byte_offset", leading_byte_offset),
+                    ("stride_byte_offset", stride_byte_offset)):
+        check(0 <= v <= DESC_ADDRESS_MASK, api, f"{name} must be 0..{DESC_ADDRESS_MASK:#x} (18 bits)", v, src)
+        check(v % (1 << DESC_ADDRESS_SHIFT) == 0, api, f"{name} must be a multiple of 16 bytes",
+              f"{v} = 16 * {v // 16} + {v % 16}", src)
+    check(0 <= base_offset <= DESC_BASE_OFFSET_MASK, api, "base_offset must be 0..7", base_offset, src)
+    return SWIZZLE_CODES[swizzle]
+
+
+def d_row_col(thread: int, i: int) -> tuple[int, int]:
+    """Row and column of D (m64nNk16, .f32) that accumulator ``i`` of warpgroup thread ``thread`` holds."""
+    w, lane = divmod(thread, 32)
+    g, q = divmod(lane, 4)
+    return 16 * w + g + 8 * ((i >> 1) & 1), 8 * (i >> 2) + 2 * q + (i & 1)
+
+
+def a_row_col(thread: int, e: int) -> tuple[int, int]:
+    """Row and column of A (64 x 16) that 16-bit element ``e`` (0..7; register ``e // 2``, low half
+    first) of warpgroup thread ``thread`` holds, for the ``_rs`` forms."""
+    w, lane = divmod(thread, 32)
+    g, q = divmod(lane, 4)
+    return 16 * w + g + 8 * ((e >> 1) & 1), 2 * q + (e & 1) + 8 * (e >> 2)
+
+
+_WG = "all 128 threads of the warpgroup, converged (.sync.aligned)"
+_SS = "void(voidptr, uint64, uint64, int32, int32, int32)"
+_RS = "void(voidptr, uint32, uint32, uint32, uint32, uint64, int32, int32)"
+_SS_PTX = " d, a-desc, b-desc, scale-d, imm-scale-a, imm-scale-b, imm-trans-a, imm-trans-b;"
+_RS_PTX = " d, a, b-desc, scale-d, imm-scale-a, imm-scale-b, imm-trans-b;"
+
+
+# ---- fence / commit / wait -----------------------------------------------------------------------------
+@primitive("void()", ptx="wgmma.fence.sync.aligned;", isa=80, sm=90, who=_WG, sass=("WARPGROUP.ARRIVE",),
+           arch_specific=True)
+def wgmma_fence_sync_aligned():
+    """Orders this warpgroup's earlier register and shared-memory accesses before the following
+    ``wgmma.mma_async``: required before the first mma of a sequence and whenever the accumulators
+    or A's registers were written by other instructions in between. (It does not order generic-proxy
+    writes of shared memory: those need ``fence_proxy_async_shared_cta``.)"""
+
+
+@primitive("void()", ptx="wgmma.commit_group.sync.aligned;", isa=80, sm=90, who=_WG, sass=("HGMMA",),
+           arch_specific=True)
+def wgmma_commit_group_sync_aligned():
+    """Closes every ``wgmma.mma_async`` this warpgroup issued since the last commit into one
+    wgmma-group (an empty group if none). It has no SASS instruction of its own: the group's last
+    ``HGMMA`` carries the ``gsb0`` scoreboard that ``WARPGROUP.DEPBAR`` later waits on."""
+
+
+@primitive("void(int32)", ptx="wgmma.wait_group.sync.aligned N;", isa=80, sm=90, who=_WG,
+           sass=("WARPGROUP.DEPBAR.LE",), arch_specific=True)
+def wgmma_wait_group_sync_aligned(n):
+    """Waits until at most ``n`` of this warpgroup's most recent wgmma-groups are pending; then the
+    accumulators of the completed ones may be read and the shared memory they read reused. ``n`` is a
+    PTX immediate 0..7: pass a compile-time constant (a larger ``n`` waits as for 7, a negative one
+    as for 0)."""
+
+
+# ---- mma_async: A and B from shared memory (_ss) and A from registers (_rs) ------------------------------
+# _ss(d, a_desc, b_desc, scale_d, imm_trans_a, imm_trans_b): D (64 x N fp32 in ``d`` = addr(acc, 0) of a
+#   cuda.local.array(N // 2, float32)) = A (64 x 16) * B (16 x N) [+ D], A and B read from shared memory through
+#   the descriptors (matrix_descriptor). scale_d 0 ignores D's old values; imm_trans_a/b: 0 K-major, 1 M/N-major
+#   (compile-time constants).
+# _rs(d, a0, a1, a2, a3, b_desc, scale_d, imm_trans_b): the same with A from registers: a0..a3 hold two 16-bit
+#   values each, low half first, as a_row_col says; A's registers and acc must not change until the group is waited.
+def _op(n, ab):
+    return f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ab}.{ab}"
+
+
+def _hgmma(n, ab):
+    """The SASS opcode: ``HGMMA.64xNx16.F32.BF16``; fp16 inputs are the default and get no suffix."""
+    return (f"HGMMA.64x{n}x16.F32" + (".BF16" if ab == "bf16" else ""),)
+
+
+@primitive(_SS, ptx=_op(64, "bf16") + _SS_PTX, isa=80, sm=90, who=_WG, sass=_hgmma(64, "bf16"), arch_specific=True)
+def wgmma_mma_async_sync_aligned_m64n64k16_f32_bf16_bf16_ss(d, a_desc, b_desc, scale_d, imm_trans_a, imm_trans_b):
+    """D[64 x 64] (+)= A[64 x 16] * B[16 x 64], bf16 from shared memory; ``d``: 32 fp32 per thread."""
+
+
+@primitive(_RS, ptx=_op(64, "bf16") + _RS_PTX, isa=80, sm=90, who=_WG, sass=_hgmma(64, "bf16"), arch_specific=True)
+def wgmma_mma_async_sync_aligned_m64n64k16_f32_bf16_bf16_rs(d, a0, a1, a2, a3, b_desc, scale_d, imm_trans_b):
+    """D[64 x 64] (+)= A[64 x 16] (registers) * B[16 x 64] (shared memory), bf16; ``d``: 32 fp32 per thread."""
+
+
+@primitive(_SS, ptx=_op(128, "bf16") + _SS_PTX, isa=80, sm=90, who=_WG, sass=_hgmma(128, "bf16"), arch_specific=True)
+def wgmma_mma_async_sync_aligned_m64n128k16_f32_bf16_bf16_ss(d, a_desc, b_desc, scale_d, imm_trans_a, imm_trans_b):
+    """D[64 x 128] (+)= A[64 x 16] * B[16 x 128], bf16 from shared memory; ``d``: 64 fp32 per thread."""
+
+
+@primitive(_RS, ptx=_op(128, "bf16") + _RS_PTX, isa=80, sm=90, who=_WG, sass=_hgmma(128, "bf16"), arch_specific=True)
+def wgmma_mma_async_sync_aligned_m64n128k16_f32_bf16_bf16_rs(d, a0, a1, a2, a3, b_desc, scale_d, imm_trans_b):
+    """D[64 x 128] (+)= A[64 x 16] (registers) * B[16 x 128] (shared memory), bf16; ``d``: 64 fp32 per thread."""
+
+
+@primitive(_SS, ptx=_op(256, "bf16") + _SS_PTX, isa=80, sm=90, who=_WG, sass=_hgmma(256, "bf16"), arch_specific=True)
+def wgmma_mma_async_sync_aligned_m64n256k16_f32_bf16_bf16_ss(d, a_desc, b_desc, scale_d, imm_trans_a, imm_trans_b):
+    """D[64 x 256] (+)= A[64 x 16] * B[16 x 256], bf16 from shared memory; ``d``: 128 fp32 per thread."""
+
+
+@primitive(_RS, ptx=_op(256, "bf16") + _RS_PTX, isa=80, sm=90, who=_WG, sass=_hgmma(256, "bf16"), arch_specific=True)
+def wgmma_mma_async_sync_aligned_m64n256k16_f32_bf16_bf16_rs(d, a0, a1, a2, a3, b_desc, scale_d, imm_trans_b):
+    """D[64 x 256] (+)= A[64 x 16] (registers) * B[16 x 256] (shared memory), bf16; ``d``: 128 fp32 per thread."""
+
+
+@primitive(_SS, ptx=_op(64, "f16") + _SS_PTX, isa=80, sm=90, who=_WG, sass=_hgmma(64, "f16"), arch_specific=True)
+def wgmma_mma_async_sync_aligned_m64n64k16_f32_f16_f16_ss(d, a_desc, b_desc, scale_d, imm_trans_a, imm_trans_b):
+    """D[64 x 64] (+)= A[64 x 16] * B[16 x 64], f16 from shared memory; ``d``: 32 fp32 per thread."""
+
+
+@primitive(_RS, ptx=_op(64, "f16") + _RS_PTX, isa=80, sm=90, who=_WG, sass=_hgmma(64, "f16"), arch_specific=True)
+def wgmma_mma_async_sync_aligned_m64n64k16_f32_f16_f16_rs(d, a0, a1, a2, a3, b_desc, scale_d, imm_trans_b):
+    """D[64 x 64] (+)= A[64 x 16] (registers) * B[16 x 64] (shared memory), f16; ``d``: 32 fp32 per thread."""
+
+
+@primitive(_SS, ptx=_op(128, "f16") + _SS_PTX, isa=80, sm=90, who=_WG, sass=_hgmma(128, "f16"), arch_specific=True)
+def wgmma_mma_async_sync_aligned_m64n128k16_f32_f16_f16_ss(d, a_desc, b_desc, scale_d, imm_trans_a, imm_trans_b):
+    """D[64 x 128] (+)= A[64 x 16] * B[16 x 128], f16 from shared memory; ``d``: 64 fp32 per thread."""
+
+
+@primitive(_RS, ptx=_op(128, "f16") + _RS_PTX, isa=80, sm=90, who=_WG, sass=_hgmma(128, "f16"), arch_specific=True)
+def wgmma_mma_async_sync_aligned_m64n128k16_f32_f16_f16_rs(d, a0, a1, a2, a3, b_desc, scale_d, imm_trans_b):
+    """D[64 x 128] (+)= A[64 x 16] (registers) * B[16 x 128] (shared memory), f16; ``d``: 64 fp32 per thread."""
+
+
+@primitive(_SS, ptx=_op(256, "f16") + _SS_PTX, isa=80, sm=90, who=_WG, sass=_hgmma(256, "f16"), arch_specific=True)
+def wgmma_mma_async_sync_aligned_m64n256k16_f32_f16_f16_ss(d, a_desc, b_desc, scale_d, imm_trans_a, imm_trans_b):
+    """D[64 x 256] (+)= A[64 x 16] * B[16 x 256], f16 from shared memory; ``d``: 128 fp32 per thread."""
+
+
+@primitive(_RS, ptx=_op(256, "f16") + _RS_PTX, isa=80, sm=90, who=_WG, sass=_hgmma(256, "f16"), arch_specific=True)
+def wgmma_mma_async_sync_aligned_m64n256k16_f32_f16_f16_rs(d, a0, a1, a2, a3, b_desc, scale_d, imm_trans_b):
+    """D[64 x 256] (+)= A[64 x 16] (registers) * B[16 x 256] (shared memory), f16; ``d``: 128 fp32 per thread."""
+
+
+# ---- setmaxnreg -------------------------------------------------------------------------------------------
+@primitive("void(uint32)", ptx="setmaxnreg.inc.sync.aligned.u32 imm-reg-count;", isa=80, sm=90, who=_WG,
+           sass=("USETMAXREG.TRY_ALLOC.CTAPOOL",), arch_specific=True)
+def setmaxnreg_inc_sync_aligned_u32(imm_reg_count):
+    """Raises this warpgroup's per-thread register count to ``imm_reg_count`` (24..256, a multiple of
+    8, a compile-time constant), taking the registers from the CTA's pool (what ``.dec`` released);
+    blocks until the pool has them. The count must not be below the current one."""
+
+
+@primitive("void(uint32)", ptx="setmaxnreg.dec.sync.aligned.u32 imm-reg-count;", isa=80, sm=90, who=_WG,
+           sass=("USETMAXREG.DEALLOC.CTAPOOL",), arch_specific=True)
+def setmaxnreg_dec_sync_aligned_u32(imm_reg_count):
+    """Lowers this warpgroup's per-thread register count to ``imm_reg_count`` (24..256, a multiple of
+    8, a compile-time constant) and releases the rest to the CTA's pool, for a ``.inc`` in another
+    warpgroup. The count must not be above the current one."""
+
+
+# ---- the start address a descriptor encodes ------------------------------------------------------------
+@primitive("uint32(voidptr)", ptx="cvta.to.shared.u64 t, a; cvt.u32.u64 d, t;", isa=20, sm=20,
+           who="any thread", sass=("S2R",))
+def cvta_to_shared_u32(a):
+    """The 32-bit ``.shared::cta`` address of ``a`` = ``addr(smem, i)`` (a generic pointer into this
+    CTA's shared memory), as matrix descriptors encode it. On sm_90 the generic shared window is
+    4 GiB-aligned, so the conversion is the pointer's low 32 bits: no instruction of its own (the SASS
+    test sees the CTA's shared base formed from ``S2R SR_CgaCtaId``). Compute it once outside loops."""
