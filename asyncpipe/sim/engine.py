@@ -220,7 +220,9 @@ class ClusterRun:
         last = th.last_waits.get(key)
         hint = "this thread has not waited on that barrier (nor passed a barrier after a thread that did)" \
             if last is None else (f"this thread's last wait on it asked for parity {last[0]} at "
-                                  f"{describe_site(last[2])} while the barrier was in phase {last[1]}")
+                                  f"{describe_site(last[2])} while the barrier was in phase {last[1]}"
+                                  + (" and returned at once (the phase before it counts as complete: wrong "
+                                     "parity?)" if (last[1] & 1) != last[0] else ""))
         raise UnwaitedAsyncReadError(
             "shared memory access", "data a TMA copy wrote must be acquired (a wait on the mbarrier phase it "
             "completed in returned 1, or a barrier after a thread whose wait did) before threads use it",

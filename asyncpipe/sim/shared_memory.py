@@ -6,8 +6,10 @@ will land in it (``pending``), and the bulk store still reading it (``async_src`
 the cluster's vector clocks; ids at or above ``ClusterRun.n_threads`` are the async proxy (a TMA
 load's writes, one id per mbarrier they complete on).
 
-Granularity is the 4-byte word: two threads writing different bytes of one word are reported as a
-race (numba kernels rarely share words between threads at byte granularity).
+Granularity is the 4-byte word, except for 1- and 2-byte accesses, which are tracked per byte in a
+second, sparse shadow (``b_write``/``b_reads``) so that threads writing neighbouring int8 or float16
+elements do not race; they are also checked against the word shadow (copies, wider accesses), but a
+wider access is not checked against earlier narrow ones.
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ class SharedMemory:
         self.pending = [None] * n         # the async copy (an op object) that will land here
         self.async_src = [None] * n       # the bulk store that has not been waited on reading this word
         self.mbar_words: dict[int, object] = {}   # word -> the live mbarrier stored there
+        self.b_write: dict = {}           # byte -> (thread, clock, site) of the last narrow write
+        self.b_reads: dict = {}           # byte -> {thread: (clock, site)} narrow reads since
         self.alive = True
         self.remote = {}                  # thread id -> (clock, site) of its last DSMEM access here
 
@@ -49,6 +53,8 @@ class SharedMemory:
         run = th.sim
         if not run.track:
             return
+        if nbytes < 4:
+            return self._narrow(th, byte, nbytes, s, run, False)
         w = byte >> 2
         last = (byte + nbytes - 1) >> 2
         while w <= last:
@@ -59,11 +65,43 @@ class SharedMemory:
         run = th.sim
         if not run.track:
             return
+        if nbytes < 4:
+            return self._narrow(th, byte, nbytes, s, run, True)
         w = byte >> 2
         last = (byte + nbytes - 1) >> 2
         while w <= last:
             self._write_word(th, w, s, run)
             w += 1
+
+    def _narrow(self, th, byte, nbytes, s, run, write):
+        """A 1- or 2-byte access: word-level checks for copies and wide writes, byte-level for races."""
+        w = byte >> 2
+        if self.pending[w] is not None and run.check_async:
+            self.pending[w].report_generic_access(th, self, w, s, "write" if write else "read")
+        if write and self.async_src[w] is not None and run.check_async:
+            self.async_src[w].report_overwrite(th, self, w, s)
+        if w in self.mbar_words and run.check_mbarrier:
+            self.mbar_words[w].report_generic_access(th, s)
+        me, vc = th.vci, th.vc
+        wt = self.w_tid[w]
+        if run.check_race and wt >= 0 and wt != me and self.w_clk[w] > vc[wt]:
+            if wt >= run.n_threads:
+                run.report_unacquired_async(th, self, w, s)
+            self.report_race(th, w, s, "write" if write else "read", wt, self.w_clk[w], self.w_site[w], "write")
+        clk = vc[me]
+        for b in range(byte, byte + nbytes):
+            last = self.b_write.get(b)
+            if run.check_race and last is not None and last[0] != me and last[1] > vc[last[0]]:
+                self.report_race(th, w, s, "write" if write else "read", last[0], last[1], last[2], "write")
+            if write:
+                if run.check_race:
+                    for t, (c, rs) in self.b_reads.get(b, {}).items():
+                        if t != me and c > vc[t]:
+                            self.report_race(th, w, s, "write", t, c, rs, "read")
+                self.b_write[b] = (me, clk, s)
+                self.b_reads.pop(b, None)
+            else:
+                self.b_reads.setdefault(b, {})[me] = (clk, s)
 
     def _read_word(self, th, w, s, run):
         if self.pending[w] is not None and run.check_async:
@@ -112,6 +150,10 @@ class SharedMemory:
         self.r_tid[w] = NONE
         if w in self.r_many:
             del self.r_many[w]
+        if self.b_write:
+            for b in range(4 * w, 4 * w + 4):
+                self.b_write.pop(b, None)
+                self.b_reads.pop(b, None)
 
     def check_write_order(self, th, w, s, vc, me, what="write"):
         """A write (by ``th``, or by a copy ``th`` issued) at word ``w`` must come after every earlier
@@ -140,6 +182,13 @@ class SharedMemory:
             self.w_site[w] = s
             self.r_tid[w] = NONE
             self.r_many.pop(w, None)
+        self._clear_narrow(w0, w1)
+
+    def _clear_narrow(self, w0, w1):
+        if self.b_write or self.b_reads:
+            for b in range(4 * w0, 4 * w1):
+                self.b_write.pop(b, None)
+                self.b_reads.pop(b, None)
 
     def stamp_words_list(self, words, tid: int, clk: int, s):
         for w in words:
@@ -148,6 +197,7 @@ class SharedMemory:
             self.w_site[w] = s
             self.r_tid[w] = NONE
             self.r_many.pop(w, None)
+            self._clear_narrow(w, w + 1)
 
     def write_bytes(self, byte: int, data) -> None:
         self.buf[byte:byte + len(data)] = np.frombuffer(data, np.uint8) if isinstance(data, bytes) else data

@@ -54,8 +54,15 @@ def arrive(release: bool, api: str):
                             f"a second arrive in phase {cb.phase} without barrier_cluster_wait", _SRC,
                             where=here(th), seed=th.sim.seed)
     cb.arrived[th.vci] = cb.phase
-    if release and cb.acc is not None:
-        release_into(cb.acc, th)
+    if cb.acc is not None:
+        if release:
+            release_into(cb.acc, th)
+        elif th.fences_cluster:
+            # a relaxed arrive releases what an earlier cluster-scope release fence (fence.acq_rel.cluster,
+            # fence.mbarrier_init.release.cluster) published: this thread's work up to that fence
+            known = th.vc.copy()
+            known[th.vci] = th.fences_cluster[-1]
+            np.maximum(cb.acc, known, out=cb.acc)
     cb.count += 1
     th.sim.sched.progress += 1
     cb.maybe_complete()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..errors import UnwaitedAsyncReadError
+from ..errors import TxCountError, UnwaitedAsyncReadError
 from ..where import describe_site
 from . import async_ops, cluster
 
@@ -27,6 +27,14 @@ def cta_exits(cta):
                         f"block {tuple(cta.blockIdx)} exits with the {op.kind} issued at {describe_site(op.site)} "
                         f"in flight (it completes on the {bar.name()})", "PTX ISA, cp.async.bulk",
                         where=f"when the last thread of block {tuple(cta.blockIdx)} exits", seed=sim.seed)
+    if sim.check_txcount:
+        for bar in sim.mbarriers.values():
+            if bar.cta is cta and bar.valid and bar.tx < 0:
+                raise TxCountError(
+                    "CTA exit", "a phase must not receive more bytes than expect_tx announced (expect_tx announced "
+                    "fewer bytes than the copies deliver)", f"the {bar.name()} ends in {bar.state()}",
+                    "PTX ISA, mbarrier", where=f"when the last thread of block {tuple(cta.blockIdx)} exits",
+                    seed=sim.seed)
     cluster.check_cta_exit(cta)
     for key in [k for k, b in sim.mbarriers.items() if b.cta is cta]:
         sim.mbarriers[key].valid = False

@@ -4,7 +4,8 @@ know about that fence?" (see ``common.fenced``)."""
 
 from __future__ import annotations
 
-from ..arrays import TMAP, Ptr
+from ...constants import TENSOR_MAP_BYTES
+from ..arrays import GLOBAL, TMAP, Ptr, check_global
 from ..errors import SimUsageError
 from ..where import here
 from .common import clock, enter, tick
@@ -34,9 +35,15 @@ def acq_rel_cluster(api):
 
 
 def tensormap_acquire(tmap_ptr, api):
+    """Acquires a tensor map for TMA: remembered per thread (the TMA issue checks it). A generic
+    pointer to 128 bytes of global memory is accepted too (the fence reads nothing)."""
     th = enter(api)
-    if not isinstance(tmap_ptr, Ptr) or tmap_ptr.space != TMAP:
-        got = tmap_ptr.space if isinstance(tmap_ptr, Ptr) else type(tmap_ptr).__name__
-        raise SimUsageError(api, "the operand must be addr(tmap, 0) of an asyncpipe TensorMap kernel argument", got,
-                            "PTX ISA, fence.proxy.tensormap", where=here(th), seed=th.sim.seed)
-    th.tmaps.add(id(tmap_ptr.obj))
+    if isinstance(tmap_ptr, Ptr) and tmap_ptr.space == TMAP:
+        th.tmaps.add(id(tmap_ptr.obj))
+        return
+    if isinstance(tmap_ptr, Ptr) and tmap_ptr.space == GLOBAL:
+        check_global(th, api, tmap_ptr, TENSOR_MAP_BYTES)
+        return
+    got = tmap_ptr.space if isinstance(tmap_ptr, Ptr) else type(tmap_ptr).__name__
+    raise SimUsageError(api, "the operand must be addr(tmap, 0) of a TensorMap (or of 128 bytes of global memory)",
+                        got, "PTX ISA, fence.proxy.tensormap", where=here(th), seed=th.sim.seed)
