@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...constants import BULK_SMEM_ALIGN_TENSOR
+from ...constants import BULK_SMEM_ALIGN_TENSOR, TMA_COORD_ALIGN
 from ..arrays import TMAP, Ptr, shared_operand
 from ..errors import ProxyFenceError, SimUsageError
 from ..tensor_map import load_box, smem_offsets, store_box
@@ -35,6 +35,20 @@ def _rank(th, tmap, coords, api):
     if len(coords) != tmap.rank:
         raise SimUsageError(api, "the instruction's dimension must be the tensor map's rank",
                             f"a {len(coords)}-d copy with a rank-{tmap.rank} map", _SRC, where=here(th), seed=th.sim.seed)
+
+
+def _coords(th, lay, coords, api, store):
+    """The two rules measured on the H200 (ptx.bulk_tensor's doc): a broken one stops the GPU kernel
+    with CUDA_ERROR_ILLEGAL_INSTRUCTION, so the simulator names it instead."""
+    coords = tuple(int(c) for c in coords)
+    if coords[0] * lay.itemsize % TMA_COORD_ALIGN:
+        raise SimUsageError(api, f"the innermost coordinate times the element size must be a multiple of "
+                            f"{TMA_COORD_ALIGN} bytes", f"c0 = {coords[0]} x {lay.itemsize} bytes",
+                            "measured on the H200 (asyncpipe.ptx.bulk_tensor)", where=here(th), seed=th.sim.seed)
+    if store and min(coords) < 0:
+        raise SimUsageError(api, "a TMA store's coordinates must not be negative", f"coordinates {coords}",
+                            "measured on the H200 (asyncpipe.ptx.bulk_tensor)", where=here(th), seed=th.sim.seed)
+    return coords
 
 
 def _box_target(th, api, mem, off, lay):
@@ -70,7 +84,7 @@ def load(dst, tmap_ptr, coords, bar, cta_mask=None, api="cp_async_bulk_tensor_sh
         if b is not own:
             _check_init_fenced(th, b, api)
         targets.append((cta.smem, _box_target(th, api, cta.smem, dst.off, lay), b))
-    coords = tuple(int(c) for c in coords)
+    coords = _coords(th, lay, coords, api, store=False)
     kind = "TMA load" if cta_mask is None else f"TMA multicast load (ranks {ranks})"
     op = async_ops.AsyncLoad(th, api, kind, lay.box_bytes,
                              lambda: np.ascontiguousarray(load_box(tmap, coords)).view(np.uint8).reshape(-1), targets)
@@ -84,7 +98,7 @@ def store(tmap_ptr, coords, src, api="cp_async_bulk_tensor_global_shared"):
     _rank(th, tmap, coords, api)
     lay = tmap.layout
     offs = _box_target(th, api, src.mem, src.off, lay)
-    coords = tuple(int(c) for c in coords)
+    coords = _coords(th, lay, coords, api, store=True)
     from ..tensor_map import numpy_dtype
 
     def write(data):
