@@ -1,0 +1,24 @@
+"""Pipelines composed from ``asyncpipe.ptx``: the stage state and the producer/consumer protocol of a
+ring of shared-memory stages over full/empty mbarriers (CuTe's verbs: ``producer_acquire``,
+``producer_commit``, ``consumer_wait``, ``consumer_release``). Kernel-side only: every function is a
+``cuda.jit(device=True, inline="always")`` function, inlined into the calling kernel.
+
+::
+
+    from asyncpipe.pipeline import PipelineState, pipeline_state, advance, pipeline_init, \\
+        producer_acquire, producer_commit, consumer_wait, consumer_release
+
+    # producer (one thread)                       # consumers
+    st = pipeline_state(0, 0)                     st = pipeline_state(0, 0)
+    for k in range(k_tiles):                      for k in range(k_tiles):
+        producer_acquire(empty, st)                   consumer_wait(full, st)
+        ...TMA copies into slot st.stage...           ...read slot st.stage...
+        producer_commit(full, st, STAGE_BYTES)        consumer_release(empty, st, CLUSTER)
+        st = advance(st, STAGES)                      st = advance(st, STAGES)
+"""
+
+from .ring import consumer_release, consumer_wait, pipeline_init, producer_acquire, producer_commit
+from .state import PipelineState, advance, pipeline_state
+
+__all__ = ["PipelineState", "advance", "consumer_release", "consumer_wait", "pipeline_init", "pipeline_state",
+           "producer_acquire", "producer_commit"]
