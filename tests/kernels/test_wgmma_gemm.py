@@ -1,0 +1,202 @@
+"""The warp-specialized wgmma GEMM: host checks (no GPU), SASS offline, correctness on the GPU."""
+
+import re
+
+import numpy as np
+import pytest
+from numba import cuda
+
+from asyncpipe.codegen import compile_kernel
+from asyncpipe.errors import AsyncpipeError
+from asyncpipe.kernels import wgmma_gemm as G
+from asyncpipe.kernels.wgmma_gemm import bf16_bits, bf16_to_float32, check_wgmma_gemm, wgmma_gemm
+
+H200_SMEM = 227 * 1024          # shared memory per block after opt-in on the H200 (docs/FACTS.md)
+
+
+# ---------------------------------------------------------------------------------------------
+# Host: every rule, each message
+# ---------------------------------------------------------------------------------------------
+def check(a=(512, 256), b=(256, 384), c=(512, 384), ad="uint16", bd="uint16", cd="uint16", stages=4, block_n=256,
+          cluster=2, b_transposed=False, smem_limit=H200_SMEM):
+    return check_wgmma_gemm(a, ad, b, bd, c, cd, stages=stages, block_n=block_n, cluster=cluster,
+                            b_transposed=b_transposed, smem_limit=smem_limit)
+
+
+def test_check_accepts_and_reports():
+    assert check() == (512, 384, 256, "bf16", True)
+    assert check(ad="float16", bd="float16", cd="float32") == (512, 384, 256, "f16", False)
+    assert check(b=(384, 256), b_transposed=True) == (512, 384, 256, "bf16", True)
+    assert check(a=(1, 8), b=(8, 8), c=(1, 8), block_n=64, stages=8) == (1, 8, 8, "bf16", True)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(a=(4, 8, 8)), "wgmma_gemm: A must be 2-D, got 3-D of shape (4, 8, 8)"),
+    (dict(ad="float32", bd="float32"), "wgmma_gemm: A must hold float16, or bfloat16 as 16-bit integers "
+                                       "(uint16/int16) [PTX ISA, wgmma.mma_async], got float32"),
+    (dict(bd="float16"), "wgmma_gemm: B must have A's element type, got A uint16, B float16"),
+    (dict(cd="float64"), "wgmma_gemm: C must hold float32, or bfloat16 as 16-bit integers (uint16/int16), "
+                         "got float64"),
+    (dict(b=(128, 384)), "wgmma_gemm: B must have K = A.shape[1] rows, got A (512, 256), B (128, 384)"),
+    (dict(b=(384, 128), b_transposed=True), "wgmma_gemm: B (given transposed, N x K) must have K = A.shape[1] "
+                                            "columns, got A (512, 256), B (384, 128)"),
+    (dict(c=(512, 385)), "wgmma_gemm: C must be M x N, got C (512, 385) for M = 512, N = 384"),
+    (dict(a=(512, 260), b=(260, 384)), "wgmma_gemm: K must be a positive multiple of 8 (TMA's global row "
+                                       "strides are multiples of 16 bytes: K * 2 bytes) [cuTensorMapEncodeTiled], "
+                                       "got K = 260"),
+    (dict(b=(256, 100), c=(512, 100)), "wgmma_gemm: N must be a positive multiple of 8 (TMA's global row "
+                                       "strides are multiples of 16 bytes: N * 2 bytes) [cuTensorMapEncodeTiled], "
+                                       "got N = 100"),
+    (dict(block_n=96), "wgmma_gemm: block_n (the wgmma N) must be one of (64, 128, 256) "
+                       "[PTX ISA, wgmma.mma_async], got 96"),
+    (dict(cluster=4), "wgmma_gemm: cluster must be one of (1, 2) (CTAs along M sharing B), got 4"),
+    (dict(stages=2), "wgmma_gemm: stages must be an integer in 3..8, got 2"),
+    (dict(stages=4.0), "wgmma_gemm: stages must be an integer in 3..8, got 4.0"),
+    (dict(stages=5), "wgmma_gemm: stages x (stage bytes + 2 barriers) + 1024 alignment slack must fit the 232448 "
+                     "bytes of shared memory per block [CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN], "
+                     "got 5 x (49152 + 16) + 1024 = 246864 bytes for block_n=256"),
+])
+def test_check_messages(kwargs, message):
+    with pytest.raises(AsyncpipeError) as e:
+        check(**kwargs)
+    assert str(e.value) == message
+
+
+def test_stage_budget():
+    """What fits in 227 KB: 4 stages of 128 x 256, 7 of 128 x 128, 8 (the cap) of 128 x 64."""
+    assert [G.max_stages(bn, H200_SMEM) for bn in (256, 128, 64)] == [4, 7, 8]
+    for bn in (256, 128, 64):
+        check(block_n=bn, stages=G.max_stages(bn, H200_SMEM))
+        if G.max_stages(bn, H200_SMEM) < G.MAX_STAGES:
+            with pytest.raises(AsyncpipeError):
+                check(block_n=bn, stages=G.max_stages(bn, H200_SMEM) + 1)
+
+
+def test_host_arrays_are_refused_before_the_gpu_is_asked():
+    with pytest.raises(AsyncpipeError) as e:
+        wgmma_gemm(np.zeros((8, 8), np.uint16), np.zeros((8, 8), np.uint16))
+    assert str(e.value).startswith("wgmma_gemm: A must be a CUDA device array (numba, CuPy, PyTorch), not host memory")
+
+
+def test_bf16_round_trip():
+    x = np.array([1.0, -2.5, 3.14159, 1e-3, 65504.0, np.inf, -0.0], np.float32)
+    bits = bf16_bits(x)
+    assert bits.dtype == np.uint16
+    np.testing.assert_array_equal(bf16_to_float32(bits)[[0, 1, 5, 6]], x[[0, 1, 5, 6]])
+    np.testing.assert_allclose(bf16_to_float32(bits), x, rtol=2**-8)
+    assert np.isnan(bf16_to_float32(bf16_bits(np.float32(np.nan))))
+    # ties go to even: 1 + 2**-8 is halfway between 1 and 1 + 2**-7
+    assert bf16_to_float32(bf16_bits(np.float32(1 + 2**-8))) == 1.0
+
+
+def test_register_budget():
+    """setmaxnreg's counts fit the register file with one CTA of 384 threads per SM."""
+    assert G.PRODUCER_REGS * 128 + G.CONSUMER_REGS * 256 <= G.REGISTER_FILE
+    assert G.PRODUCER_REGS % 8 == 0 and G.CONSUMER_REGS % 8 == 0
+    assert G.REGISTER_FILE // G.THREADS // 8 * 8 == 168
+
+
+# ---------------------------------------------------------------------------------------------
+# Offline SASS
+# ---------------------------------------------------------------------------------------------
+SASS_CONFIGS = {
+    "bf16_bn256_cluster2_nmajor_bf16out": dict(block_n=256, stages=4, cluster=2, ab="bf16", b_kmajor=False,
+                                               c_bf16=True),
+    "f16_bn128_cluster1_kmajor_f32out": dict(block_n=128, stages=7, cluster=1, ab="f16", b_kmajor=True,
+                                             c_bf16=False),
+}
+
+
+@pytest.mark.sass
+@pytest.mark.parametrize("name", sorted(SASS_CONFIGS))
+def test_kernel_sass(name):
+    cfg = SASS_CONFIGS[name]
+    cubin = compile_kernel(G.make_kernel(**cfg), G.kernel_argtypes(cfg["c_bf16"]), launch_bounds=G.LAUNCH_BOUNDS)
+    sass, ops, n = cubin.sass, cubin.opcodes, cfg["block_n"]
+    print(name, cubin.resources)
+    # four k16 wgmma per k-block, B's transpose bit as its layout says, the last one committed (gsb0)
+    op = f"HGMMA.64x{n}x16.F32" + (".BF16" if cfg["ab"] == "bf16" else "")
+    hgmma = [line for line in sass.splitlines() if re.search(rf"\b{re.escape(op)}\s", line)]
+    assert len(hgmma) == G.K_STEPS, "\n".join(hgmma) or sass
+    assert all(("tnspB" in line) != cfg["b_kmajor"] for line in hgmma)
+    assert not any("tnspA" in line for line in hgmma)
+    assert "gsb0" in hgmma[-1]
+    assert re.search(r"WARPGROUP\.DEPBAR\.LE gsb0, 0x1", sass) and re.search(r"WARPGROUP\.DEPBAR\.LE gsb0, 0x0", sass)
+    # the producer: TMA loads of A, and of B (multicast to the cluster when it has two CTAs)
+    loads = [op for op in ops if op.startswith("UTMALDG")]
+    if cfg["cluster"] == 2:
+        assert loads.count("UTMALDG.2D") == 1
+        assert loads.count("UTMALDG.2D.MULTICAST") == (1 if cfg["b_kmajor"] else n // G.BOX_N)
+        assert "SYNCS.ARRIVE.TRANS64.RED.A1T0" in ops            # releases into the peer's empty barriers
+        assert "UCGABAR_ARV" in ops and "UCGABAR_WAIT" in ops
+    else:
+        assert loads == ["UTMALDG.2D"] * (1 + (1 if cfg["b_kmajor"] else n // G.BOX_N))
+    for prefix in ("SYNCS.PHASECHK.TRANS64.TRYWAIT", "SYNCS.ARRIVE.TRANS64", "SYNCS.EXCH.64"):
+        assert any(o.startswith(prefix) for o in ops), prefix
+    # the register hand-over: 40 for the producer, 232 for the consumers
+    assert re.findall(r"USETMAXREG\.DEALLOC\.CTAPOOL (0x[0-9a-f]+)", sass) == [hex(G.PRODUCER_REGS)]
+    assert re.findall(r"USETMAXREG\.TRY_ALLOC\.CTAPOOL UP\d, (0x[0-9a-f]+)", sass) == [hex(G.CONSUMER_REGS)]
+    # everything inlined, nothing in local memory, 168 registers at launch (launch bounds 384 x 1)
+    assert not any(o.startswith(("CALL", "LDL", "STL")) for o in ops)
+    assert not cubin.spills, cubin.resources
+    assert cubin.resources.registers == G.REGISTER_FILE // G.THREADS // 8 * 8
+
+
+# ---------------------------------------------------------------------------------------------
+# GPU
+# ---------------------------------------------------------------------------------------------
+def random_operands(rng, m, n, k, ab, b_transposed):
+    x = rng.standard_normal((m, k)).astype(np.float32)
+    y = rng.standard_normal((k, n)).astype(np.float32)
+    if ab == "bf16":
+        xa, yb = bf16_bits(x), bf16_bits(y)
+        x64, y64 = bf16_to_float32(xa).astype(np.float64), bf16_to_float32(yb).astype(np.float64)
+    else:
+        xa, yb = x.astype(np.float16), y.astype(np.float16)
+        x64, y64 = xa.astype(np.float64), yb.astype(np.float64)
+    b = np.ascontiguousarray(yb.T) if b_transposed else yb
+    return xa, b, x64 @ y64
+
+
+GPU_CONFIGS = {
+    "default": dict(ab="bf16", out="bfloat16", kw=dict()),
+    "bn128_c1_bt_f16_f32out": dict(ab="f16", out="float32", kw=dict(block_n=128, cluster=1, b_transposed=True,
+                                                                   stages=7)),
+    "bn64_c2_f32out_s8": dict(ab="bf16", out="float32", kw=dict(block_n=64, cluster=2, stages=8)),
+    "bn256_c2_bt_s3": dict(ab="bf16", out="bfloat16", kw=dict(block_n=256, cluster=2, b_transposed=True, stages=3)),
+}
+SHAPES = [(256, 256, 64), (1000, 776, 520), (8, 8, 8), (1, 72, 24), (4096, 4096, 512)]
+
+
+@pytest.mark.gpu
+@pytest.mark.hopper
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("config", sorted(GPU_CONFIGS))
+def test_wgmma_gemm_gpu(config, shape, rng):
+    cfg = GPU_CONFIGS[config]
+    m, n, k = shape
+    bt = cfg["kw"].get("b_transposed", False)
+    a, b, want = random_operands(rng, m, n, k, cfg["ab"], bt)
+    c = wgmma_gemm(cuda.to_device(a), cuda.to_device(b), out_dtype=cfg["out"], **cfg["kw"])
+    got = c.copy_to_host()
+    got = bf16_to_float32(got) if cfg["out"] == "bfloat16" else got
+    assert got.shape == (m, n)
+    scale = np.abs(want).max()
+    err = np.abs(got - want).max() / scale
+    # bf16 output rounds each element to 8 bits of mantissa; fp32 output only sums in fp32
+    assert err < (1e-2 if cfg["out"] == "bfloat16" else 1e-4), f"relative error {err:.3g} ({config}, {shape})"
+
+
+@pytest.mark.gpu
+@pytest.mark.hopper
+def test_wgmma_gemm_stores_stay_inside_c_gpu(rng):
+    """Clipped stores: C is the head of a larger poisoned buffer, and the tail keeps its poison
+    (M and N are not multiples of the tile)."""
+    m, n, k = 200, 136, 72
+    a, b, want = random_operands(rng, m, n, k, "bf16", False)
+    buf = cuda.to_device(np.full(m * n + 4096, np.float32(-7.0), np.float32))
+    c = buf[:m * n].reshape(m, n)
+    wgmma_gemm(cuda.to_device(a), cuda.to_device(b), c)
+    got = buf.copy_to_host()
+    assert np.abs(got[:m * n].reshape(m, n) - want).max() / np.abs(want).max() < 1e-4
+    np.testing.assert_array_equal(got[m * n:], -7.0)
