@@ -168,6 +168,15 @@ def bench_cluster_sum(n: int, yard: dict, ref: dict, records: list):
         records.append(dict(kernel="cluster_sum", shape=[n], cluster=cs, ctas_per_sm=per_sm, ms=ms, gbps=g, vs=vs))
 
 
+def bench_wgmma(sizes, records: list):
+    """The warp-specialised Hopper GEMM (bf16) beside cuBLAS bf16, each size in its own record."""
+    from .kernels.wgmma_gemm import benchmark
+
+    for n in sizes:
+        _progress(f"wgmma GEMM bf16 n={n}")
+        records.append(benchmark(n))
+
+
 def run_bench(json_path: str | None = None, reference: str | None = None, quick: bool = False,
               sgemm_stages: tuple[int, ...] | None = None) -> int:
     dev = cuda.get_current_device()
@@ -184,7 +193,8 @@ def run_bench(json_path: str | None = None, reference: str | None = None, quick:
     records: list = []
     for part, args in ((bench_sgemm, (n, yard, ref, records, sgemm_stages or ((3,) if quick else SGEMM_STAGES))),
                        (bench_tma, (4096 if quick else 16384, yard, ref, records)),
-                       (bench_cluster_sum, (1 << (24 if quick else 29), yard, ref, records))):
+                       (bench_cluster_sum, (1 << (24 if quick else 29), yard, ref, records)),
+                       (bench_wgmma, ((1024,) if quick else (4096, 8192), records))):
         try:
             part(*args)
         except Exception as exc:  # noqa: BLE001 - one broken kernel must not hide the others' figures

@@ -69,10 +69,12 @@ class Cubin:
 
     @cached_property
     def opcodes(self) -> list[str]:
-        """Every instruction's opcode with its modifiers (``LDGSTS.E.BYPASS.128``), in order."""
+        """Every instruction's opcode with its modifiers (``LDGSTS.E.BYPASS.128``,
+        ``HGMMA.64x256x16.F32.BF16``), in order."""
         ops = []
         for line in self.sass.splitlines():
-            m = re.match(r"\s*/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)", line)
+            # modifiers may hold a lower-case "x": HGMMA.64x256x16.F32.BF16
+            m = re.match(r"\s*/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*(?:\.[A-Za-z0-9_]+)*)", line)
             if m:
                 ops.append(m.group(1))
         return ops
