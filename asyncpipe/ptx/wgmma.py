@@ -174,6 +174,7 @@ def wgmma_fence_sync_aligned():
     ``wgmma.mma_async``: required before the first mma of a sequence and whenever the accumulators
     or A's registers were written by other instructions in between. (It does not order generic-proxy
     writes of shared memory: those need ``fence_proxy_async_shared_cta``.)"""
+    _sim.fence()
 
 
 @primitive("void()", ptx="wgmma.commit_group.sync.aligned;", isa=80, sm=90, who=_WG, sass=("HGMMA",),
@@ -182,6 +183,7 @@ def wgmma_commit_group_sync_aligned():
     """Closes every ``wgmma.mma_async`` this warpgroup issued since the last commit into one
     wgmma-group (an empty group if none). It has no SASS instruction of its own: the group's last
     ``HGMMA`` carries the ``gsb0`` scoreboard that ``WARPGROUP.DEPBAR`` later waits on."""
+    _sim.commit()
 
 
 @primitive("void(int32)", ptx="wgmma.wait_group.sync.aligned N;", isa=80, sm=90, who=_WG,
@@ -191,6 +193,7 @@ def wgmma_wait_group_sync_aligned(n):
     accumulators of the completed ones may be read and the shared memory they read reused. ``n`` is a
     PTX immediate 0..7: pass a compile-time constant (a larger ``n`` waits as for 7, a negative one
     as for 0)."""
+    _sim.wait_group(n)
 
 
 # ---- mma_async: A and B from shared memory (_ss) and A from registers (_rs) ------------------------------
@@ -212,61 +215,85 @@ def _hgmma(n, ab):
 @primitive(_SS, ptx=_op(64, "bf16") + _SS_PTX, isa=80, sm=90, who=_WG, sass=_hgmma(64, "bf16"), arch_specific=True)
 def wgmma_mma_async_sync_aligned_m64n64k16_f32_bf16_bf16_ss(d, a_desc, b_desc, scale_d, imm_trans_a, imm_trans_b):
     """D[64 x 64] (+)= A[64 x 16] * B[16 x 64], bf16 from shared memory; ``d``: 32 fp32 per thread."""
+    _sim.mma(d, a_desc, b_desc, scale_d, imm_trans_a, imm_trans_b, n=64, ab="bf16", form="ss",
+             api="wgmma_mma_async_sync_aligned_m64n64k16_f32_bf16_bf16_ss")
 
 
 @primitive(_RS, ptx=_op(64, "bf16") + _RS_PTX, isa=80, sm=90, who=_WG, sass=_hgmma(64, "bf16"), arch_specific=True)
 def wgmma_mma_async_sync_aligned_m64n64k16_f32_bf16_bf16_rs(d, a0, a1, a2, a3, b_desc, scale_d, imm_trans_b):
     """D[64 x 64] (+)= A[64 x 16] (registers) * B[16 x 64] (shared memory), bf16; ``d``: 32 fp32 per thread."""
+    _sim.mma(d, (a0, a1, a2, a3), b_desc, scale_d, 0, imm_trans_b, n=64, ab="bf16", form="rs",
+             api="wgmma_mma_async_sync_aligned_m64n64k16_f32_bf16_bf16_rs")
 
 
 @primitive(_SS, ptx=_op(128, "bf16") + _SS_PTX, isa=80, sm=90, who=_WG, sass=_hgmma(128, "bf16"), arch_specific=True)
 def wgmma_mma_async_sync_aligned_m64n128k16_f32_bf16_bf16_ss(d, a_desc, b_desc, scale_d, imm_trans_a, imm_trans_b):
     """D[64 x 128] (+)= A[64 x 16] * B[16 x 128], bf16 from shared memory; ``d``: 64 fp32 per thread."""
+    _sim.mma(d, a_desc, b_desc, scale_d, imm_trans_a, imm_trans_b, n=128, ab="bf16", form="ss",
+             api="wgmma_mma_async_sync_aligned_m64n128k16_f32_bf16_bf16_ss")
 
 
 @primitive(_RS, ptx=_op(128, "bf16") + _RS_PTX, isa=80, sm=90, who=_WG, sass=_hgmma(128, "bf16"), arch_specific=True)
 def wgmma_mma_async_sync_aligned_m64n128k16_f32_bf16_bf16_rs(d, a0, a1, a2, a3, b_desc, scale_d, imm_trans_b):
     """D[64 x 128] (+)= A[64 x 16] (registers) * B[16 x 128] (shared memory), bf16; ``d``: 64 fp32 per thread."""
+    _sim.mma(d, (a0, a1, a2, a3), b_desc, scale_d, 0, imm_trans_b, n=128, ab="bf16", form="rs",
+             api="wgmma_mma_async_sync_aligned_m64n128k16_f32_bf16_bf16_rs")
 
 
 @primitive(_SS, ptx=_op(256, "bf16") + _SS_PTX, isa=80, sm=90, who=_WG, sass=_hgmma(256, "bf16"), arch_specific=True)
 def wgmma_mma_async_sync_aligned_m64n256k16_f32_bf16_bf16_ss(d, a_desc, b_desc, scale_d, imm_trans_a, imm_trans_b):
     """D[64 x 256] (+)= A[64 x 16] * B[16 x 256], bf16 from shared memory; ``d``: 128 fp32 per thread."""
+    _sim.mma(d, a_desc, b_desc, scale_d, imm_trans_a, imm_trans_b, n=256, ab="bf16", form="ss",
+             api="wgmma_mma_async_sync_aligned_m64n256k16_f32_bf16_bf16_ss")
 
 
 @primitive(_RS, ptx=_op(256, "bf16") + _RS_PTX, isa=80, sm=90, who=_WG, sass=_hgmma(256, "bf16"), arch_specific=True)
 def wgmma_mma_async_sync_aligned_m64n256k16_f32_bf16_bf16_rs(d, a0, a1, a2, a3, b_desc, scale_d, imm_trans_b):
     """D[64 x 256] (+)= A[64 x 16] (registers) * B[16 x 256] (shared memory), bf16; ``d``: 128 fp32 per thread."""
+    _sim.mma(d, (a0, a1, a2, a3), b_desc, scale_d, 0, imm_trans_b, n=256, ab="bf16", form="rs",
+             api="wgmma_mma_async_sync_aligned_m64n256k16_f32_bf16_bf16_rs")
 
 
 @primitive(_SS, ptx=_op(64, "f16") + _SS_PTX, isa=80, sm=90, who=_WG, sass=_hgmma(64, "f16"), arch_specific=True)
 def wgmma_mma_async_sync_aligned_m64n64k16_f32_f16_f16_ss(d, a_desc, b_desc, scale_d, imm_trans_a, imm_trans_b):
     """D[64 x 64] (+)= A[64 x 16] * B[16 x 64], f16 from shared memory; ``d``: 32 fp32 per thread."""
+    _sim.mma(d, a_desc, b_desc, scale_d, imm_trans_a, imm_trans_b, n=64, ab="f16", form="ss",
+             api="wgmma_mma_async_sync_aligned_m64n64k16_f32_f16_f16_ss")
 
 
 @primitive(_RS, ptx=_op(64, "f16") + _RS_PTX, isa=80, sm=90, who=_WG, sass=_hgmma(64, "f16"), arch_specific=True)
 def wgmma_mma_async_sync_aligned_m64n64k16_f32_f16_f16_rs(d, a0, a1, a2, a3, b_desc, scale_d, imm_trans_b):
     """D[64 x 64] (+)= A[64 x 16] (registers) * B[16 x 64] (shared memory), f16; ``d``: 32 fp32 per thread."""
+    _sim.mma(d, (a0, a1, a2, a3), b_desc, scale_d, 0, imm_trans_b, n=64, ab="f16", form="rs",
+             api="wgmma_mma_async_sync_aligned_m64n64k16_f32_f16_f16_rs")
 
 
 @primitive(_SS, ptx=_op(128, "f16") + _SS_PTX, isa=80, sm=90, who=_WG, sass=_hgmma(128, "f16"), arch_specific=True)
 def wgmma_mma_async_sync_aligned_m64n128k16_f32_f16_f16_ss(d, a_desc, b_desc, scale_d, imm_trans_a, imm_trans_b):
     """D[64 x 128] (+)= A[64 x 16] * B[16 x 128], f16 from shared memory; ``d``: 64 fp32 per thread."""
+    _sim.mma(d, a_desc, b_desc, scale_d, imm_trans_a, imm_trans_b, n=128, ab="f16", form="ss",
+             api="wgmma_mma_async_sync_aligned_m64n128k16_f32_f16_f16_ss")
 
 
 @primitive(_RS, ptx=_op(128, "f16") + _RS_PTX, isa=80, sm=90, who=_WG, sass=_hgmma(128, "f16"), arch_specific=True)
 def wgmma_mma_async_sync_aligned_m64n128k16_f32_f16_f16_rs(d, a0, a1, a2, a3, b_desc, scale_d, imm_trans_b):
     """D[64 x 128] (+)= A[64 x 16] (registers) * B[16 x 128] (shared memory), f16; ``d``: 64 fp32 per thread."""
+    _sim.mma(d, (a0, a1, a2, a3), b_desc, scale_d, 0, imm_trans_b, n=128, ab="f16", form="rs",
+             api="wgmma_mma_async_sync_aligned_m64n128k16_f32_f16_f16_rs")
 
 
 @primitive(_SS, ptx=_op(256, "f16") + _SS_PTX, isa=80, sm=90, who=_WG, sass=_hgmma(256, "f16"), arch_specific=True)
 def wgmma_mma_async_sync_aligned_m64n256k16_f32_f16_f16_ss(d, a_desc, b_desc, scale_d, imm_trans_a, imm_trans_b):
     """D[64 x 256] (+)= A[64 x 16] * B[16 x 256], f16 from shared memory; ``d``: 128 fp32 per thread."""
+    _sim.mma(d, a_desc, b_desc, scale_d, imm_trans_a, imm_trans_b, n=256, ab="f16", form="ss",
+             api="wgmma_mma_async_sync_aligned_m64n256k16_f32_f16_f16_ss")
 
 
 @primitive(_RS, ptx=_op(256, "f16") + _RS_PTX, isa=80, sm=90, who=_WG, sass=_hgmma(256, "f16"), arch_specific=True)
 def wgmma_mma_async_sync_aligned_m64n256k16_f32_f16_f16_rs(d, a0, a1, a2, a3, b_desc, scale_d, imm_trans_b):
     """D[64 x 256] (+)= A[64 x 16] (registers) * B[16 x 256] (shared memory), f16; ``d``: 128 fp32 per thread."""
+    _sim.mma(d, (a0, a1, a2, a3), b_desc, scale_d, 0, imm_trans_b, n=256, ab="f16", form="rs",
+             api="wgmma_mma_async_sync_aligned_m64n256k16_f32_f16_f16_rs")
 
 
 # ---- setmaxnreg -------------------------------------------------------------------------------------------
@@ -276,6 +303,7 @@ def setmaxnreg_inc_sync_aligned_u32(imm_reg_count):
     """Raises this warpgroup's per-thread register count to ``imm_reg_count`` (24..256, a multiple of
     8, a compile-time constant), taking the registers from the CTA's pool (what ``.dec`` released);
     blocks until the pool has them. The count must not be below the current one."""
+    _sim.setmaxnreg(imm_reg_count, True)
 
 
 @primitive("void(uint32)", ptx="setmaxnreg.dec.sync.aligned.u32 imm-reg-count;", isa=80, sm=90, who=_WG,
@@ -284,6 +312,7 @@ def setmaxnreg_dec_sync_aligned_u32(imm_reg_count):
     """Lowers this warpgroup's per-thread register count to ``imm_reg_count`` (24..256, a multiple of
     8, a compile-time constant) and releases the rest to the CTA's pool, for a ``.inc`` in another
     warpgroup. The count must not be above the current one."""
+    _sim.setmaxnreg(imm_reg_count, False)
 
 
 # ---- the start address a descriptor encodes ------------------------------------------------------------
@@ -294,3 +323,8 @@ def cvta_to_shared_u32(a):
     CTA's shared memory), as matrix descriptors encode it. On sm_90 the generic shared window is
     4 GiB-aligned, so the conversion is the pointer's low 32 bits: no instruction of its own (the SASS
     test sees the CTA's shared base formed from ``S2R SR_CgaCtaId``). Compute it once outside loops."""
+    return _sim.cvta_to_shared(a)
+
+
+# The simulator bodies' semantics (imported last: it reads this module's constants and fragment maps).
+from ..sim.prim import wgmma as _sim  # noqa: E402

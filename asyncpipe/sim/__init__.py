@@ -27,6 +27,9 @@ from .errors import (
     TxCountError,
     UnwaitedAsyncReadError,
     WaitGroupError,
+    WarpgroupError,
+    WgmmaFenceError,
+    WgmmaPendingError,
 )
 
 
@@ -41,5 +44,5 @@ __all__ = [
     "CHECKS", "SimConfig", "settings", "install",
     "SimError", "UnwaitedAsyncReadError", "WaitGroupError", "DeadlockError", "TxCountError", "ProxyFenceError",
     "MbarrierInitError", "MbarrierPhaseError", "DsmemLifetimeError", "SharedMemoryRaceError", "SimUsageError",
-    "SimTimeoutError",
+    "SimTimeoutError", "WarpgroupError", "WgmmaFenceError", "WgmmaPendingError",
 ]

@@ -22,7 +22,7 @@ import numpy as np
 from .errors import SimUsageError
 from .where import here
 
-SHARED, GLOBAL, TMAP = "shared", "global", "tensor map"
+SHARED, GLOBAL, TMAP, LOCAL = "shared", "global", "tensor map", "local"
 DEFAULT_SHARED_ALIGN = 16     # what nvcc gives any shared array of 16 bytes or more
 
 
@@ -163,6 +163,13 @@ def addr(arr, idx) -> Ptr:
 
     if isinstance(arr, TensorMap):
         return Ptr(TMAP, None, 0, obj=arr)
+    if isinstance(arr, LocalArray):      # wgmma accumulators: the primitive needs the array itself
+        index = idx if isinstance(idx, tuple) else (idx,)
+        off = arr.__array_interface__["data"][0]
+        for i, st in zip(index, arr.strides):
+            off += operator.index(i) * st
+        lo, hi = _buffer_bounds(arr)
+        return Ptr(LOCAL, None, off, arr.dtype, lo, hi, obj=arr)
     a = _host_array(arr)
     if a is None:
         th = current_thread()
@@ -251,11 +258,40 @@ class SharedAllocator:
         return arr
 
 
+class LocalArray(np.ndarray):
+    """A ``cuda.local.array``: numpy, plus what wgmma's rules need to see. Its accumulator registers
+    must not be touched while an mma that uses them is pending (``wgmma`` is then the guard that
+    says so), and a thread that touched them needs a ``wgmma.fence`` before the next mma that uses
+    them (``touched``, cleared by the fence). Element accesses cost one attribute test more than a
+    plain numpy array."""
+
+    wgmma = None            # prim.wgmma.AccGuard once an mma has used the array
+    touched = False         # accessed by the thread since its last wgmma.fence
+
+    def __getitem__(self, idx):
+        if self.wgmma is not None:
+            f = sys._getframe(1)
+            self.wgmma.access(self, "read", (f.f_code, f.f_lineno))
+        self.touched = True
+        return np.ndarray.__getitem__(self, idx)
+
+    def __setitem__(self, idx, value):
+        if self.wgmma is not None:
+            f = sys._getframe(1)
+            self.wgmma.access(self, "write", (f.f_code, f.f_lineno))
+        self.touched = True
+        np.ndarray.__setitem__(self, idx, value)
+
+
 class LocalAllocator:
-    """``cuda.local.array``: per-thread numpy, filled with poison (local memory starts undefined)."""
+    """``cuda.local.array``: per-thread numpy (``LocalArray``), filled with poison (local memory starts
+    undefined)."""
 
     def array(self, shape, dtype, alignment=None):
         dt = as_dtype(dtype)
-        a = np.empty(as_shape(shape), dt)
-        a.reshape(-1).view(np.uint8)[:] = 0xFF
+        a = np.empty(as_shape(shape), dt).view(LocalArray)
+        a.reshape(-1).view(np.ndarray).view(np.uint8)[:] = 0xFF
+        th = current_thread()
+        if hasattr(th, "local_arrays"):
+            th.local_arrays.append(a)
         return a

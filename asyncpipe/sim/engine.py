@@ -82,6 +82,7 @@ class CTA:
         self.bar_values: list = []
         self.bar_queue: list = []
         self.bar_result: dict = {}
+        self.warpgroups: dict = {}               # warpgroup index -> prim.wgmma.Warpgroup
 
 
 class ClusterRun:

@@ -68,6 +68,21 @@ class SharedMemoryRaceError(SimError):
     one before the other."""
 
 
+class WarpgroupError(SimError):
+    """A ``.sync.aligned`` warpgroup instruction (``wgmma.*``, ``setmaxnreg``) that the 128 threads of a
+    warpgroup do not execute together, with the same uniform operands, or with an operand out of range."""
+
+
+class WgmmaFenceError(SimError):
+    """A ``wgmma.mma_async`` whose accumulator registers the thread accessed with no ``wgmma.fence``
+    between (or the warpgroup's first mma with no fence before it)."""
+
+
+class WgmmaPendingError(UnwaitedAsyncReadError):
+    """Accumulators read or written, or shared memory an mma reads overwritten, while that
+    ``wgmma.mma_async`` is still pending (its group not yet retired by ``wgmma.wait_group``)."""
+
+
 class SimUsageError(SimError):
     """An operand the hardware refuses: a misaligned or out-of-range address, a wrong state space."""
 

@@ -61,6 +61,8 @@ class SimThread(threading.Thread):
         self.cp_async = None                  # cp.async groups (prim.cp_async)
         self.bulk = None                      # bulk async-groups (prim.async_ops)
         self.last_waits: dict = {}            # mbarrier key -> (parity, phase it was in, site)
+        self.wgmma = None                     # wgmma fences and accumulators (prim.wgmma)
+        self.local_arrays: list = []          # this thread's cuda.local.array arrays (arrays.LocalArray)
 
     def run(self):
         while True:

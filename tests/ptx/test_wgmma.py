@@ -418,7 +418,7 @@ def test_tile_registers_majorness_gpu(trans_b, rng):
 @pytest.mark.hopper
 def test_setmaxnreg_gpu():
     """Three warpgroups trade registers (40 down, 232 up, as the GEMM does) and all run to the end."""
-    out = cuda.to_device(np.full(384, -1, np.uint32))
+    out = cuda.to_device(np.full(384, 0xFFFFFFFF, np.uint32))
     cuda.jit(unrolled(setmaxnreg_kernel, DEC=40, INC=232), launch_bounds=(384, 1))[1, 384](out)
     np.testing.assert_array_equal(out.copy_to_host(), np.repeat(np.arange(3, dtype=np.uint32), 128) * (
         np.repeat(np.arange(3), 128) > 0))

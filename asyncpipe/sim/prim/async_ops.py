@@ -39,6 +39,8 @@ def check_async_write(th, mem, words, s, what):
     for w in words:
         if sim.check_async and mem.pending[w] is not None:
             mem.pending[w].report_generic_access(th, mem, w, s, f"{what} over")
+        if sim.check_async and mem.async_src[w] is not None:     # a store or a wgmma still reads it
+            mem.async_src[w].report_overwrite(th, mem, w, s)
         if w in mem.mbar_words and sim.check_mbarrier:
             mem.mbar_words[w].report_generic_access(th, s)
         if sim.check_race:

@@ -10,6 +10,10 @@ from . import async_ops, cluster
 def thread_exits(th):
     """Before ``th`` counts as exited (a check here fails the launch at the thread's last line)."""
     async_ops.check_exit(th)
+    if th.wgmma is not None:
+        from . import wgmma
+
+        wgmma.check_exit(th)
 
 
 def after_exit(th):
