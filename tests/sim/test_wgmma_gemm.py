@@ -51,3 +51,35 @@ def test_wgmma_gemm_under_another_interleaving(rng):
     with sim.settings(seed=7, switch=0.5):
         got, want = gemm(rng, 256, 128, 192, 3, 2, 128, False)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.sqrt(192))
+
+
+def broken_module(tmp_path, old, new):
+    """A copy of ``asyncpipe.kernels.wgmma_gemm`` with one line of its kernel changed."""
+    import importlib.util
+    from pathlib import Path
+
+    src = Path(G.__file__).read_text()
+    assert old in src
+    src = src.replace(old, new).replace("from .. import ptx", "from asyncpipe import ptx")
+    src = src.replace("from ..", "from asyncpipe.").replace("from .", "from asyncpipe.kernels.")
+    path = tmp_path / "broken_wgmma_gemm.py"
+    path.write_text(src)
+    spec = importlib.util.spec_from_file_location("broken_wgmma_gemm", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_slot_released_before_its_mmas_retire_is_caught(tmp_path, rng):
+    """The consumer's wait_group(1) is what makes the previous k-block's slot free: with
+    wait_group(2) its slot goes back to the producer while its mmas may still read it, and the next
+    TMA load into that slot is caught (the correct kernel passes the same case above)."""
+    wait = "ptx.wgmma_wait_group_sync_aligned(1)        # the previous k-block's mmas are done ..."
+    mod = broken_module(tmp_path, wait, wait.replace("(1)", "(2)"))
+    a = G.bf16_bits(rng.standard_normal((128, 256), dtype=np.float32))
+    b = G.bf16_bits(rng.standard_normal((256, 64), dtype=np.float32))
+    c = cuda.to_device(np.zeros((128, 64), np.float32))
+    with pytest.raises(sim.WgmmaPendingError, match=r"(?s)shared memory a wgmma.mma_async reads must not be "
+                       r"overwritten until a wgmma_wait_group retires the mma's group.*wgmma_wait_group\(2\).*"
+                       r"leaving the newest 2 pending\n  at .*cp_async_bulk_tensor_2d_shared_global"):
+        mod.wgmma_gemm(cuda.to_device(a), cuda.to_device(b), c, 3, block_n=64, cluster=1)
