@@ -235,3 +235,45 @@ def test_descriptor_decodes_what_matrix_descriptor_encodes():
     desc = int(W.matrix_descriptor.py_func(0x2C00, 8192, 1024, W.SWIZZLE_128B, 0))
     assert S.decode_descriptor(desc) == {"start": 0x2C00, "lbo": 8192, "sbo": 1024, "base_offset": 0,
                                          "swizzle": 128}
+
+
+# ---------------------------------------------------------------------------------------------
+# Operands the instruction refuses
+# ---------------------------------------------------------------------------------------------
+def make_operand_kernel(mistake=None):
+    @cuda.jit
+    def kernel(out):
+        sb = cuda.shared.array(64 * ROW, uint16, alignment=1024)
+        t = cuda.threadIdx.x
+        for e in range(t, 64 * ROW, 128):
+            sb[e] = uint16(0x3F80)                     # bf16 1.0
+        ptx.fence_proxy_async_shared_cta()
+        cuda.syncthreads()
+        start = ptx.cvta_to_shared_u32(ptx.addr(sb, 0))
+        if mistake == "non_uniform":
+            start += 32 * (t // 64)                    # two k16 steps: half the warpgroup each
+        desc = W.matrix_descriptor(start, W.K_MAJOR_128B_LBO, W.K_MAJOR_128B_SBO, W.SWIZZLE_128B,
+                                   1 if mistake == "base_offset" else 0)
+        acc = cuda.local.array(N2, float32)
+        ptx.wgmma_fence_sync_aligned()
+        MMA(ptx.addr(out, 0) if mistake == "global_d" else ptx.addr(acc, 0), desc, desc, 0, 0, 0)
+        ptx.wgmma_commit_group_sync_aligned()
+        ptx.wgmma_wait_group_sync_aligned(0)
+        out[t] = acc[0]
+    return kernel
+
+
+@pytest.mark.parametrize("mistake, error, match", [
+    ("non_uniform", sim.WarpgroupError, "a-desc must be the same in every thread of the warpgroup"),
+    ("base_offset", sim.SimUsageError, "the simulator models matrix descriptors with base offset 0 only"),
+    ("global_d", sim.SimUsageError, r"d must be addr\(acc, 0\) of a cuda.local.array\(32, float32\)"),
+])
+def test_refused_operands_are_caught(mistake, error, match):
+    with pytest.raises(error, match=match):
+        make_operand_kernel(mistake)[1, 128](np.zeros(128, np.float32))
+
+
+def test_uniform_operands_pass():
+    out = np.zeros(128, np.float32)
+    make_operand_kernel()[1, 128](out)
+    np.testing.assert_array_equal(out, 16.0)          # a row of 16 ones times a column of 16 ones

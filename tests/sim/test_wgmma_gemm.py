@@ -83,3 +83,17 @@ def test_slot_released_before_its_mmas_retire_is_caught(tmp_path, rng):
                        r"overwritten until a wgmma_wait_group retires the mma's group.*wgmma_wait_group\(2\).*"
                        r"leaving the newest 2 pending\n  at .*cp_async_bulk_tensor_2d_shared_global"):
         mod.wgmma_gemm(cuda.to_device(a), cuda.to_device(b), c, 3, block_n=64, cluster=1)
+
+
+def test_mma_on_a_stage_not_yet_waited_for_is_caught(tmp_path, rng):
+    """Without consumer_wait the consumers' first mma reads a stage the TMA has not filled, or whose
+    mbarrier phase they have not acquired (the seed decides which): the operand read names the copy,
+    its barrier and the mma's line."""
+    wait = "                consumer_wait(full, st)\n"
+    mod = broken_module(tmp_path, wait, "                pass\n")
+    a = G.bf16_bits(rng.standard_normal((128, 64), dtype=np.float32))
+    b = G.bf16_bits(rng.standard_normal((64, 64), dtype=np.float32))
+    c = cuda.to_device(np.zeros((128, 64), np.float32))
+    with pytest.raises(sim.UnwaitedAsyncReadError, match=r"(?s)a TMA copy (wrote must be acquired|is still writing).*"
+                       r"\n  at .*MMA\(ptx.addr\(acc, 0\)"):
+        mod.wgmma_gemm(cuda.to_device(a), cuda.to_device(b), c, 3, block_n=64, cluster=1)
