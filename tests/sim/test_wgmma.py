@@ -87,6 +87,13 @@ def test_correct_mma_matches_numpy(rng):
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
+def test_exit_with_pending_mma_is_not_an_error(rng):
+    """ptxas waits for every pending wgmma before a thread exits (WARPGROUP.DEPBAR.LE gsb0, 0 before
+    EXIT), so returning with an mma pending is legal: its results are simply never stored."""
+    got, _ = run("exit_pending", rng)
+    assert np.isnan(got).all()
+
+
 @pytest.mark.parametrize("mistake, match", [
     ("no_wait", "(?s)accumulator registers of a wgmma.mma_async must not be read or written until a wgmma_wait_group "
                 r"retires its group .*in wgmma-group 0, which no wgmma_wait_group has retired yet.*" + LINE + "out"),
@@ -95,7 +102,6 @@ def test_correct_mma_matches_numpy(rng):
                  "newest 1 pending.*" + LINE + "out"),
     ("overwrite_operand", "(?s)shared memory a wgmma.mma_async reads must not be overwritten until a wgmma_wait_group "
                           r"retires the mma's group .*" + LINE + r"sb\[t\] = uint16\(0\)"),
-    ("exit_pending", r"a warpgroup must retire its mmas \(wgmma_wait_group\(0\)\) before its threads exit"),
 ])
 def test_pending_mma_is_caught(mistake, match, rng):
     with pytest.raises(sim.WgmmaPendingError, match=match):
