@@ -67,6 +67,39 @@ def install() -> None:
             self._linking_files = kept
 
     CUDACodeLibrary._reduce_states = _reduce_states
+    _fail_soft()
+
+
+def _fail_soft() -> None:
+    """A cache that cannot save or load a kernel must cost a compile, never the kernel: numba lets
+    any error there (a pickling refusal, a stale or foreign file) end the compile. Here it becomes a
+    warning naming the kernel and the reason, and numba compiles as if there were no cache."""
+    import warnings
+
+    from numba.cuda.dispatcher import CUDACache
+
+    save, load = CUDACache.save_overload, CUDACache.load_overload
+
+    def save_overload(self, sig, data):
+        try:
+            return save(self, sig, data)
+        except Exception as exc:  # noqa: BLE001 - see the docstring
+            warnings.warn(f"asyncpipe: not cached: {self._name} {sig}: {type(exc).__name__}: {exc}",
+                          CacheWarning, stacklevel=2)
+
+    def load_overload(self, sig, target_context):
+        try:
+            return load(self, sig, target_context)
+        except Exception as exc:  # noqa: BLE001 - see the docstring
+            warnings.warn(f"asyncpipe: cached kernel not loaded, compiling: {self._name} {sig}: "
+                          f"{type(exc).__name__}: {exc}", CacheWarning, stacklevel=2)
+            return None
+
+    CUDACache.save_overload, CUDACache.load_overload = save_overload, load_overload
+
+
+class CacheWarning(UserWarning):
+    """The on-disk kernel cache failed for one kernel; it was compiled instead."""
 
 
 def jit(fn, **options):

@@ -74,3 +74,17 @@ def test_switch(monkeypatch):
     assert not jit_cache.enabled()
     monkeypatch.delenv(jit_cache.ENV)
     assert jit_cache.enabled()
+
+
+def test_a_failing_cache_warns_and_compiles(tmp_path, monkeypatch):
+    """numba's own cache object, fed what it cannot save or load: a warning, never an exception (the
+    kernel is then compiled as without a cache)."""
+    from numba.cuda.dispatcher import CUDACache
+
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
+    jit_cache.install()
+    cache = CUDACache(unrolled(tiny))
+    with pytest.warns(jit_cache.CacheWarning, match="not cached: .*tiny"):
+        cache.save_overload((types.int32[::1],), object())
+    with pytest.warns(jit_cache.CacheWarning, match="not loaded, compiling: .*tiny"):
+        assert cache.load_overload((types.int32[::1],), object()) is None
