@@ -11,7 +11,8 @@ changes, once, at import of ``asyncpipe.ptx`` under ``NUMBA_ENABLE_CUDASIM=1``:
 - the simulated device answers the attributes host code reads (``MULTIPROCESSOR_COUNT``...) as an
   sm_90 GPU with ``ASYNCPIPE_SIM_SMS`` SMs;
 - ``cuda.jit`` accepts (and ignores) the code-generation options the simulator does not know
-  (``launch_bounds``, ``lineinfo``, ``max_registers``).
+  (``launch_bounds``, ``lineinfo``, ``max_registers``);
+- ``numba.cuda.bf16`` gets the fp32 -> bfloat16 conversions kernels use (``asyncpipe.sim.bf16``).
 """
 
 from __future__ import annotations
@@ -105,3 +106,9 @@ def install() -> None:
 
     jit.__doc__ = original_jit.__doc__
     cuda_pkg.jit = jit
+
+    from numba.cuda.simulator import bf16 as sim_bf16
+
+    from .bf16 import install as install_bf16
+
+    install_bf16(sim_bf16)

@@ -4,8 +4,8 @@ warpgroups' wgmma chains with one group in flight, the 2-CTA cluster's B multica
 and clipped edges, checked against numpy in float64.
 
 ``wgmma_gemm`` asks ``asyncpipe.host.device_info`` for the GPU's SM count and shared memory, which
-refuses under ``NUMBA_ENABLE_CUDASIM=1``; the tests answer with the simulated sm_90 device. C is fp32:
-numba's simulator has no ``numba.cuda.bf16`` conversions for the bf16 epilogue."""
+refuses under ``NUMBA_ENABLE_CUDASIM=1``; the tests answer with the simulated sm_90 device. C is fp32,
+and bf16 in one case (the epilogue's rounding and bit packing, through ``asyncpipe.sim.bf16``)."""
 
 import numpy as np
 import pytest
@@ -44,6 +44,27 @@ def test_wgmma_gemm_matches_numpy(m, n, k, stages, cluster, block_n, b_transpose
     got, want = gemm(rng, m, n, k, stages, cluster, block_n, b_transposed)
     # products of bf16 values are exact in fp32; only the fp32 sums round
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.sqrt(k))
+
+
+def test_wgmma_gemm_bf16_output(rng):
+    """The default C: bf16 rounded to nearest even, two per 32-bit store."""
+    a = G.bf16_bits(rng.standard_normal((136, 64), dtype=np.float32))
+    b = G.bf16_bits(rng.standard_normal((64, 72), dtype=np.float32))
+    c = G.wgmma_gemm(cuda.to_device(a), cuda.to_device(b), None, 3, block_n=64, cluster=2)
+    assert c.dtype == np.uint16 and c.shape == (136, 72)
+    got = G.bf16_to_float32(c.copy_to_host()).astype(np.float64)
+    want = G.bf16_to_float32(a).astype(np.float64) @ G.bf16_to_float32(b).astype(np.float64)
+    np.testing.assert_allclose(got, want, rtol=2.0**-8, atol=1e-3)
+
+
+def test_simulated_bf16_rounding():
+    from numba.cuda import bf16
+
+    bits = [int(bf16.bfloat16_as_ushort(bf16.float32_to_bfloat16_rn(np.float32(x))))
+            for x in (1.0, 1.0 + 2.0**-8, 1.0 + 3 * 2.0**-8, -2.5, np.inf, np.nan)]
+    assert bits == [0x3F80, 0x3F80, 0x3F82, 0xC020, 0x7F80, 0x7FFF]   # ties to even; NaN as CUDA's 0x7FFF
+    np.testing.assert_array_equal(bits[:5], G.bf16_bits(np.array([1.0, 1.0 + 2.0**-8, 1.0 + 3 * 2.0**-8, -2.5,
+                                                                  np.inf], np.float32)))
 
 
 def test_wgmma_gemm_under_another_interleaving(rng):
