@@ -262,24 +262,24 @@ class LocalArray(np.ndarray):
     """A ``cuda.local.array``: numpy, plus what wgmma's rules need to see. Its accumulator registers
     must not be touched while an mma that uses them is pending (``wgmma`` is then the guard that
     says so), and a thread that touched them needs a ``wgmma.fence`` before the next mma that uses
-    them (``touched``, cleared by the fence). Element accesses cost one attribute test more than a
-    plain numpy array."""
+    them (``touched``: where, cleared by the fence). Element accesses cost a frame lookup and an
+    attribute test more than a plain numpy array's (only wgmma kernels use local arrays)."""
 
     wgmma = None            # prim.wgmma.AccGuard once an mma has used the array
-    touched = False         # accessed by the thread since its last wgmma.fence
+    touched = None          # the site (code, line) of the thread's last access since its last wgmma.fence
 
     def __getitem__(self, idx):
+        f = sys._getframe(1)
+        s = self.touched = (f.f_code, f.f_lineno)
         if self.wgmma is not None:
-            f = sys._getframe(1)
-            self.wgmma.access(self, "read", (f.f_code, f.f_lineno))
-        self.touched = True
+            self.wgmma.access(self, "read", s)
         return np.ndarray.__getitem__(self, idx)
 
     def __setitem__(self, idx, value):
+        f = sys._getframe(1)
+        s = self.touched = (f.f_code, f.f_lineno)
         if self.wgmma is not None:
-            f = sys._getframe(1)
-            self.wgmma.access(self, "write", (f.f_code, f.f_lineno))
-        self.touched = True
+            self.wgmma.access(self, "write", s)
         np.ndarray.__setitem__(self, idx, value)
 
 

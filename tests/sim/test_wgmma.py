@@ -111,7 +111,9 @@ def test_pending_mma_is_caught(mistake, match, rng):
 @pytest.mark.parametrize("mistake, match", [
     ("no_fence", "wgmma_fence_sync_aligned must come before a warpgroup's first wgmma.mma_async"),
     ("touched_after_fence", "(?s)a wgmma_fence_sync_aligned must come between a thread's accesses to accumulator "
-                            r"registers and the next wgmma.mma_async that uses them .*" + LINE + "MMA"),
+                            r"registers and the next wgmma.mma_async that uses them .*accessed its accumulators "
+                            r"\(d\) at " + LINE + r"acc\[0\] = float32\(1.0\) .*after its warpgroup's last "
+                            "wgmma.fence.*" + LINE + "MMA"),
 ])
 def test_missing_wgmma_fence_is_caught(mistake, match, rng):
     with pytest.raises(sim.WgmmaFenceError, match=match):

@@ -244,7 +244,7 @@ def fence(api="wgmma_fence_sync_aligned"):
         wg.fences += 1
         for t, _ in values:
             for arr in t.local_arrays:
-                arr.touched = False
+                arr.touched = None
         return None
 
     rendezvous(th, api, None, compute)
@@ -490,11 +490,12 @@ def mma(d, a, b_desc, scale_d, trans_a, trans_b, *, n, ab, form, api):
                                   "wgmma.mma_async", f"{wg.name()} issues an mma with no fence before it",
                                   _SRC_FENCE, where=here(last, s), seed=last.sim.seed)
         for t, v in values:
-            if v[0].touched:
+            if v[0].touched is not None:
                 raise WgmmaFenceError(api, "a wgmma_fence_sync_aligned must come between a thread's accesses to "
                                       "accumulator registers and the next wgmma.mma_async that uses them",
-                                      f"{describe_thread(t)} accessed its accumulators (d) after its warpgroup's last "
-                                      "wgmma.fence", _SRC_FENCE, where=here(t, s), seed=t.sim.seed)
+                                      f"{describe_thread(t)} accessed its accumulators (d) at "
+                                      f"{describe_site(v[0].touched)} after its warpgroup's last wgmma.fence",
+                                      _SRC_FENCE, where=here(t, s), seed=t.sim.seed)
         mem = last.cta.smem
         b_offs, b_bits = _gather(last, api, mem, b, n, values[0][1][5] == 1, "B", s)
         bmat = to_float(b_bits, ab)                             # (n, 16): B^T
