@@ -169,12 +169,17 @@ def bench_cluster_sum(n: int, yard: dict, ref: dict, records: list):
 
 
 def bench_wgmma(sizes, records: list):
-    """The warp-specialised Hopper GEMM (bf16) beside cuBLAS bf16, each size in its own record."""
-    from .kernels.wgmma_gemm import benchmark
+    """The warp-specialised Hopper GEMM (bf16) beside cuBLAS bf16, each size and epilogue ("direct":
+    stores from registers; "tma": staged in shared memory, TMA stores) in its own record."""
+    from .kernels.wgmma_gemm import EPILOGUES, benchmark
 
     for n in sizes:
-        _progress(f"wgmma GEMM bf16 n={n}")
-        records.append(benchmark(n))
+        for epilogue in EPILOGUES:
+            _progress(f"wgmma GEMM bf16 n={n} epilogue={epilogue}")
+            try:
+                records.append(benchmark(n, epilogue=epilogue))
+            except Exception as exc:  # noqa: BLE001 - one failing epilogue must not hide the other's figures
+                _progress(f"wgmma GEMM bf16 n={n} epilogue={epilogue} failed: {type(exc).__name__}: {exc}")
 
 
 def run_bench(json_path: str | None = None, reference: str | None = None, quick: bool = False,

@@ -11,7 +11,7 @@ The chapter's Hopper structure, written with ``asyncpipe.ptx`` and ``asyncpipe.p
     └── warpgroups 1 and 2, the consumers: setmaxnreg.inc 232; each owns 64 rows of the 128 x BN tile:
           consumer_wait(full, st); 4 x wgmma m64nBNk16 (k16 steps of the 64-wide k-block); commit;
           wgmma.wait_group 1 (the previous k-block's mmas are done) -> consumer_release(previous slot)
-          after the last k-block: wait_group 0, release, store the accumulators (clipped to M x N)
+          after the last k-block: wait_group 0, release, then the epilogue stores the accumulators
 
 Tiles: a CTA computes 128 x BN of C (BM = 128: two consumer warpgroups of 64 rows); the CLUSTER CTAs of a
 cluster take adjacent 128-row blocks of one BM*CLUSTER x BN "cluster tile" and share its B tile, which
@@ -30,9 +30,24 @@ the k16 step j starts 32 * j bytes into each swizzled row. A (M x K, row-major) 
 
 **Edges.** Any M >= 1; N and K multiples of 8 (TMA's global strides are multiples of 16 bytes). Boxes
 that hang over M, N or K are zero-filled by TMA (zeros add nothing to the dot products; every box still
-delivers its full bytes, so the expected tx-count is constant). The epilogue stores from registers,
-predicated on row < M and col < N; N even keeps each thread's pair of columns together. Every TMA
-coordinate is >= 0 and its innermost one a multiple of 64 elements (the two rules measured on the H200).
+delivers its full bytes, so the expected tx-count is constant). Every TMA coordinate is >= 0 and its
+innermost one a multiple of 32 or 64 elements, 128 bytes (the two rules measured on the H200: a multiple
+of 16 bytes, non-negative store coordinates).
+
+**Epilogues** (``epilogue=``), each in its own function, inlined into the kernel:
+
+- ``"direct"``: every thread stores its accumulators straight from registers (a pair of columns per
+  store: 4 bytes of bf16 or 8 of fp32, rows 8 apart), predicated on row < M and col < N.
+- ``"tma"``: each consumer warpgroup converts its 64 x BN accumulators chunk by chunk (128 bytes of C
+  per row: 64 bf16 or 32 fp32 columns) into a 64 x 128-byte staging buffer in shared memory, written
+  in the 128B swizzle (16-byte chunk ``c`` of row ``r`` at ``c ^ (r % 8)``: a warp's 4-byte stores hit
+  32 different banks), then ``fence.proxy.async.shared::cta``, ``bar.sync wg, 128`` (its own named
+  barrier) and one thread issues the TMA store of the box (the C tensor map un-swizzles it and clips it
+  at M and N) and commits it as a bulk group. Two buffers per warpgroup alternate: before a buffer is
+  written again the issuing thread waits until the store that used it has read it
+  (``cp.async.bulk.wait_group.read``: 1 group left in flight, 0 at a tile's first chunk) and a
+  ``bar.sync`` tells the warpgroup. The staging buffers (2 warpgroups x 2 x 8 KB = 32 KB) sit after the
+  ring and never alias its stages: with 128 x 256 tiles 4 stages still fit in 227 KB (``max_stages``).
 
 **Registers.** Compiled with launch bounds (384, 1) (168 registers per thread at launch); the producer
 gives 128 x (168 - 40) registers back and the two consumers take 256 x (232 - 168): the 128 fp32
@@ -77,6 +92,12 @@ CLUSTERS = (1, 2)                   # CTAs per cluster along M (2: B multicast)
 MIN_STAGES, MAX_STAGES = 3, 8
 SMEM_ALIGN = W.SWIZZLE_ATOM_BYTES["128B"]   # 128B-swizzled tiles start on 1024-byte boundaries
 DIM_MULTIPLE = 8                    # N, K: TMA global strides are multiples of 16 bytes = 8 elements
+EPILOGUES = ("direct", "tma")
+EPI_ROWS = W.WGMMA_M                # a consumer warpgroup's rows: one staging buffer is 64 rows ...
+EPI_ROW_BYTES = W.SWIZZLE_128B_ROW_BYTES    # ... of one 128-byte swizzle row of C (64 bf16 / 32 fp32)
+EPI_BUFS = 2                        # staging buffers per consumer warpgroup (one filling, one being stored)
+EPI_BUF_BYTES = EPI_ROWS * EPI_ROW_BYTES    # 8 KB, a multiple of the 1024-byte swizzle atom
+WORD_BYTES = 4                      # the staging buffers are written in 32-bit words
 
 assert CONSUMER_REGS * CONSUMERS * W.WARPGROUP_THREADS + PRODUCER_REGS * W.WARPGROUP_THREADS <= REGISTER_FILE
 assert BULK_SMEM_ALIGN_TENSOR <= SMEM_ALIGN
@@ -87,26 +108,35 @@ def stage_bytes(block_n: int) -> int:
     return (BM + block_n) * BK * ELEM_BYTES
 
 
-def shared_bytes(block_n: int, stages: int) -> int:
-    """Dynamic shared memory of a launch: the stages, plus slack to align them to 1024 bytes."""
-    return stages * stage_bytes(block_n) + SMEM_ALIGN
+def epilogue_bytes(epilogue: str) -> int:
+    """Shared memory of the epilogue: none for "direct", the staging buffers for "tma" (after the ring:
+    they must not alias a stage the producer may be filling for the next tile)."""
+    return CONSUMERS * EPI_BUFS * EPI_BUF_BYTES if epilogue == "tma" else 0
+
+
+def shared_bytes(block_n: int, stages: int, epilogue: str = "direct") -> int:
+    """Dynamic shared memory of a launch: the stages, the epilogue's staging buffers, plus slack to
+    align them to 1024 bytes."""
+    return stages * stage_bytes(block_n) + epilogue_bytes(epilogue) + SMEM_ALIGN
 
 
 BARRIER_BYTES = 8                   # one mbarrier; the ring has 2 x stages of them in static shared memory
 
 
-def block_shared_bytes(block_n: int, stages: int) -> int:
-    """Shared memory a CTA needs: the dynamic stages and slack, and the static full/empty barriers."""
-    return shared_bytes(block_n, stages) + 2 * stages * BARRIER_BYTES
+def block_shared_bytes(block_n: int, stages: int, epilogue: str = "direct") -> int:
+    """Shared memory a CTA needs: the dynamic stages, staging and slack, and the static full/empty barriers."""
+    return shared_bytes(block_n, stages, epilogue) + 2 * stages * BARRIER_BYTES
 
 
 # ------------------------------------------------------------------------------------------------
 # The kernel. Compile-time constants (unrolled): BN, STAGES, CLUSTER, B_KMAJOR (0: B is K x N, N-major;
 # 1: B^T is N x K, K-major), C_BF16 (1: C holds bf16 bit pairs as uint32; 0: fp32), MMA (the wgmma
-# primitive for the input type).
+# primitive for the input type), EPILOGUE (epilogue_direct or epilogue_tma, unrolled and inlined),
+# EPI_TMA (1 for the TMA epilogue), C_WORD (uint32 or float32: a 32-bit word of C).
 # ------------------------------------------------------------------------------------------------
-def wgmma_gemm_kernel(tma_a, tma_b, c, M, N, K, tiles_m, tiles_n):
-    smem = cuda.shared.array(0, uint8)               # STAGES x (A tile | B tile), aligned below
+def wgmma_gemm_kernel(tma_a, tma_b, tma_c, c, M, N, K, tiles_m, tiles_n):
+    smem = cuda.shared.array(0, uint8)               # STAGES x (A tile | B tile) | staging, aligned below
+    staging = cuda.shared.array(0, C_WORD)           # the same dynamic shared memory, as words of C
     full = cuda.shared.array(STAGES, uint64)
     empty = cuda.shared.array(STAGES, uint64)
     tid = cuda.threadIdx.x
@@ -182,11 +212,11 @@ def wgmma_gemm_kernel(tma_a, tma_b, c, M, N, K, tiles_m, tiles_n):
         ptx.setmaxnreg_inc_sync_aligned_u32(CONSUMER_REGS)
         t = tid - 128 * wg                           # thread in the warpgroup
         row_wg = (wg - 1) * W.WGMMA_M                # this warpgroup's 64 rows of the CTA's 128
-        w = t // 32
-        g = (t % 32) // 4
-        q = t % 4
         lane0 = t % 32 == 0
         acc = cuda.local.array(N2, float32)          # N2 = BN / 2 accumulators: registers (constant indices)
+        staged = (pad + STAGES * STAGE_BYTES + (wg - 1) * EPI_BUFS * EPI_BUF_BYTES) // WORD_BYTES  # its buffers
+        if EPI_TMA and t == 0:
+            ptx.fence_proxy_tensormap_generic_acquire_sys(ptx.addr(tma_c, 0))   # this thread issues C's stores
         st = pipeline_state(0, 0)
         prev = st
         tm = cluster
@@ -222,24 +252,14 @@ def wgmma_gemm_kernel(tma_a, tma_b, c, M, N, K, tiles_m, tiles_n):
             if lane0:
                 consumer_release(empty, prev, CLUSTER)
 
-            # ---- epilogue: this thread's accumulators to C, clipped to M x N ------------------------
-            row = (tm * CLUSTER + rank) * BM + row_wg + 16 * w + g
-            for j in unroll(BN // 8):
-                col = tn * BN + 8 * j + 2 * q
-                for h in unroll(2):
-                    r = row + 8 * h
-                    if r < M and col < N:
-                        if C_BF16:
-                            lo = _bf16.bfloat16_as_ushort(_bf16.float32_to_bfloat16_rn(acc[4 * j + 2 * h]))
-                            hi = _bf16.bfloat16_as_ushort(_bf16.float32_to_bfloat16_rn(acc[4 * j + 2 * h + 1]))
-                            c[(r * N + col) // 2] = uint32(lo) | (uint32(hi) << 16)
-                        else:
-                            c[r * N + col] = acc[4 * j + 2 * h]
-                            c[r * N + col + 1] = acc[4 * j + 2 * h + 1]
+            # ---- epilogue: this warpgroup's 64 x BN accumulators to C, clipped to M x N -------------
+            EPILOGUE(acc, c, tma_c, staging, staged, M, N, (tm * CLUSTER + rank) * BM + row_wg, tn * BN, t, wg)
             tm += clusters
             while tm >= tiles_m:
                 tm -= tiles_m
                 tn += 1
+        if EPI_TMA and t == 0:
+            ptx.cp_async_bulk_wait_group_read(0)    # the last stores have read the staging buffers
 
     # ---- no CTA exits while a peer may still multicast into it or release its slots ----------------
     if CLUSTER > 1:
@@ -248,15 +268,90 @@ def wgmma_gemm_kernel(tma_a, tma_b, c, M, N, K, tiles_m, tiles_n):
 
 
 # ------------------------------------------------------------------------------------------------
+# The epilogues: one consumer warpgroup's 64 x BN tile of C, rows m0.., columns n0.. (both inlined into the
+# kernel, same arguments). The m64nNk16 accumulator layout: thread t of the warpgroup (warp w = t // 32,
+# g = lane // 4, q = lane % 4) holds acc[4 j + 2 h + e] = C[16 w + 8 h + g, 8 j + 2 q + e] of the tile.
+# Compile-time constants: BN, C_BF16, C_ITEM (bytes per element of C), EPI_COLS (columns of C per 128-byte
+# staging row), EPI_CHUNKS.
+# ------------------------------------------------------------------------------------------------
+def epilogue_direct(acc, c, tma_c, staging, staged, M, N, m0, n0, t, wg):
+    """Every thread stores its accumulators to C (flat: uint32 bf16 pairs or fp32), clipped to M x N."""
+    row = m0 + 16 * (t // 32) + (t % 32) // 4
+    q = t % 4
+    for j in unroll(BN // 8):
+        col = n0 + 8 * j + 2 * q
+        for h in unroll(2):
+            r = row + 8 * h
+            if r < M and col < N:
+                if C_BF16:
+                    lo = _bf16.bfloat16_as_ushort(_bf16.float32_to_bfloat16_rn(acc[4 * j + 2 * h]))
+                    hi = _bf16.bfloat16_as_ushort(_bf16.float32_to_bfloat16_rn(acc[4 * j + 2 * h + 1]))
+                    c[(r * N + col) // 2] = uint32(lo) | (uint32(hi) << 16)
+                else:
+                    c[r * N + col] = acc[4 * j + 2 * h]
+                    c[r * N + col + 1] = acc[4 * j + 2 * h + 1]
+
+
+def epilogue_tma(acc, c, tma_c, staging, staged, M, N, m0, n0, t, wg):
+    """Chunks of 128 bytes of C per row through this warpgroup's two swizzled staging buffers (words
+    ``staged`` ..) and TMA stores issued by thread 0 of the warpgroup; named barrier ``wg`` (1 or 2)
+    synchronises the warpgroup's 128 threads only. Whole-warpgroup branches only (m0, n0 are uniform)."""
+    g = (t % 32) // 4
+    q = t % 4
+    row = 16 * (t // 32) + g                          # rows row and row + 8 of the 64: both are g mod 8
+    if m0 < M:
+        for ch in unroll(EPI_CHUNKS):
+            if n0 + ch * EPI_COLS < N:
+                buf = staged + (ch % EPI_BUFS) * (EPI_BUF_BYTES // WORD_BYTES)
+                # ---- the buffer is free: the store that used it (two chunks ago, or the last tile) has read it
+                if t == 0:
+                    ptx.cp_async_bulk_wait_group_read(EPI_BUFS - 1 if ch > 0 else 0)
+                ptx.bar_sync(wg, W.WARPGROUP_THREADS)
+                # ---- registers -> staging, 128B-swizzled: 16-byte chunk k of row r lands at k ^ (r % 8)
+                for jj in unroll(EPI_COLS // 8):
+                    j = ch * (EPI_COLS // 8) + jj
+                    cb = (8 * jj + 2 * q) * C_ITEM      # byte of the column pair in the 128-byte row
+                    for h in unroll(2):                 # word: its 16-byte chunk (cb >> 4) swizzled, word in it
+                        word = buf + (row + 8 * h) * (EPI_ROW_BYTES // WORD_BYTES) + (((cb >> 4) ^ g) << 2) + \
+                            ((cb & 15) >> 2)
+                        if C_BF16:
+                            lo = _bf16.bfloat16_as_ushort(_bf16.float32_to_bfloat16_rn(acc[4 * j + 2 * h]))
+                            hi = _bf16.bfloat16_as_ushort(_bf16.float32_to_bfloat16_rn(acc[4 * j + 2 * h + 1]))
+                            staging[word] = uint32(lo) | (uint32(hi) << 16)
+                        else:
+                            staging[word] = acc[4 * j + 2 * h]
+                            staging[word + 1] = acc[4 * j + 2 * h + 1]
+                # ---- the threads' writes, visible to the TMA (async proxy), then one thread stores the box
+                ptx.fence_proxy_async_shared_cta()
+                ptx.bar_sync(wg, W.WARPGROUP_THREADS)
+                if t == 0:
+                    ptx.cp_async_bulk_tensor_2d_global_shared(ptx.addr(tma_c, 0), n0 + ch * EPI_COLS, m0,
+                                                              ptx.addr(staging, buf))
+                    ptx.cp_async_bulk_commit_group()
+
+
+_EPILOGUE_FNS = {"direct": epilogue_direct, "tma": epilogue_tma}
+
+
+# ------------------------------------------------------------------------------------------------
 # Configurations and compilation
 # ------------------------------------------------------------------------------------------------
-def kernel_constants(block_n=256, stages=4, cluster=2, ab="bf16", b_kmajor=False, c_bf16=True) -> dict:
-    """The compile-time constants of one configuration (what ``unrolled`` substitutes)."""
+def kernel_constants(block_n=256, stages=4, cluster=2, ab="bf16", b_kmajor=False, c_bf16=True,
+                     epilogue="direct") -> dict:
+    """The compile-time constants of one configuration (what ``unrolled`` substitutes), with the
+    epilogue's device function (unrolled with the same constants, inlined) as ``EPILOGUE``."""
     mma = getattr(ptx, f"wgmma_mma_async_sync_aligned_m64n{block_n}k16_f32_{ab}_{ab}_ss")
     b_share = (block_n // cluster if b_kmajor else BK // cluster) * W.SWIZZLE_128B_ROW_BYTES
-    return dict(BN=block_n, N2=W.accumulators(block_n), STAGES=stages, CLUSTER=cluster, B_KMAJOR=int(b_kmajor),
-                C_BF16=int(c_bf16), MMA=mma, STAGE_BYTES=stage_bytes(block_n), A_BYTES=BM * BK * ELEM_BYTES,
-                B_SHARE_BYTES=b_share, CTA_MASK=np.uint16((1 << cluster) - 1), SMEM_ALIGN=SMEM_ALIGN)
+    c_item = 2 if c_bf16 else 4
+    epi_cols = EPI_ROW_BYTES // c_item
+    consts = dict(BN=block_n, N2=W.accumulators(block_n), STAGES=stages, CLUSTER=cluster, B_KMAJOR=int(b_kmajor),
+                  C_BF16=int(c_bf16), MMA=mma, STAGE_BYTES=stage_bytes(block_n), A_BYTES=BM * BK * ELEM_BYTES,
+                  B_SHARE_BYTES=b_share, CTA_MASK=np.uint16((1 << cluster) - 1), SMEM_ALIGN=SMEM_ALIGN,
+                  EPI_TMA=int(epilogue == "tma"), C_WORD=uint32 if c_bf16 else float32, C_ITEM=c_item,
+                  EPI_COLS=epi_cols,
+                  EPI_CHUNKS=block_n // epi_cols)
+    consts["EPILOGUE"] = cuda.jit(device=True, inline="always")(unrolled(_EPILOGUE_FNS[epilogue], **consts))
+    return consts
 
 
 def make_kernel(**config):
@@ -265,18 +360,19 @@ def make_kernel(**config):
 
 
 def kernel_argtypes(c_bf16=True):
-    """numba argument types: two tensor maps (uint64[16]), C (uint32 pairs or fp32, flat), M, N, K, tiles."""
+    """numba argument types: three tensor maps (A, B, C: uint64[16]), C (uint32 pairs or fp32, flat),
+    M, N, K, tiles. Both epilogues take the same arguments ("direct" ignores C's tensor map)."""
     from numba import types
 
     c = types.uint32[::1] if c_bf16 else types.float32[::1]
-    return (types.uint64[::1], types.uint64[::1], c, types.int32, types.int32, types.int32, types.int32,
-            types.int32)
+    return (types.uint64[::1], types.uint64[::1], types.uint64[::1], c, types.int32, types.int32, types.int32,
+            types.int32, types.int32)
 
 
 @functools.lru_cache(maxsize=None)
-def _jit(block_n, stages, cluster, ab, b_kmajor, c_bf16):
+def _jit(block_n, stages, cluster, ab, b_kmajor, c_bf16, epilogue):
     return cuda.jit(make_kernel(block_n=block_n, stages=stages, cluster=cluster, ab=ab, b_kmajor=b_kmajor,
-                                c_bf16=c_bf16), launch_bounds=LAUNCH_BOUNDS)
+                                c_bf16=c_bf16, epilogue=epilogue), launch_bounds=LAUNCH_BOUNDS)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -289,7 +385,7 @@ _C_DTYPES = {"uint16": True, "int16": True, "float32": False}        # True: bf1
 
 
 def check_wgmma_gemm(a_shape, a_dtype, b_shape, b_dtype, c_shape, c_dtype, *, stages, block_n, cluster,
-                     b_transposed, smem_limit):
+                     b_transposed, smem_limit, epilogue="direct"):
     """Every rule of ``wgmma_gemm``'s inputs, with no GPU: shapes as tuples, dtypes as numpy names,
     ``smem_limit`` the device's shared memory per block after opt-in. Returns ``(M, N, K, ab, c_bf16)``
     or raises ``AsyncpipeError('wgmma_gemm: <rule> [<source>], got <value>')``."""
@@ -312,21 +408,34 @@ def check_wgmma_gemm(a_shape, a_dtype, b_shape, b_dtype, c_shape, c_dtype, *, st
               f"of 16 bytes: {name} * 2 bytes)", f"{name} = {v}", _SRC_TMA)
     check(block_n in BLOCK_NS, API, f"block_n (the wgmma N) must be one of {BLOCK_NS}", repr(block_n), _SRC_WGMMA)
     check(cluster in CLUSTERS, API, f"cluster must be one of {CLUSTERS} (CTAs along M sharing B)", repr(cluster))
+    check(epilogue in EPILOGUES, API, f"epilogue must be one of {EPILOGUES}", repr(epilogue))
     check(isinstance(stages, (int, np.integer)) and not isinstance(stages, bool) and
           MIN_STAGES <= stages <= MAX_STAGES, API, f"stages must be an integer in {MIN_STAGES}..{MAX_STAGES}",
           repr(stages))
-    need = block_shared_bytes(block_n, stages)
-    check(need <= smem_limit, API,
-          f"stages x (stage bytes + 2 barriers) + {SMEM_ALIGN} alignment slack must fit the {smem_limit} bytes of "
-          "shared memory per block",
-          f"{stages} x ({stage_bytes(block_n)} + {2 * BARRIER_BYTES}) + {SMEM_ALIGN} = {need} bytes for "
-          f"block_n={block_n}", "CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN")
+    need = block_shared_bytes(block_n, stages, epilogue)
+    if epilogue == "direct":
+        check(need <= smem_limit, API,
+              f"stages x (stage bytes + 2 barriers) + {SMEM_ALIGN} alignment slack must fit the {smem_limit} bytes "
+              "of shared memory per block",
+              f"{stages} x ({stage_bytes(block_n)} + {2 * BARRIER_BYTES}) + {SMEM_ALIGN} = {need} bytes for "
+              f"block_n={block_n}", "CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN")
+    else:
+        check(need <= smem_limit, API,
+              f"stages x (stage bytes + 2 barriers) + the TMA epilogue's staging ({CONSUMERS} warpgroups x "
+              f"{EPI_BUFS} buffers x {EPI_BUF_BYTES} bytes, never aliasing the ring) + {SMEM_ALIGN} alignment slack "
+              f"must fit the {smem_limit} bytes of shared memory per block",
+              f"{stages} x ({stage_bytes(block_n)} + {2 * BARRIER_BYTES}) + {epilogue_bytes(epilogue)} + "
+              f"{SMEM_ALIGN} = {need} bytes for block_n={block_n} (at most "
+              f"{max_stages(block_n, smem_limit, epilogue)} stages fit)",
+              "CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN")
     return M, N, K, _AB_DTYPES[a_dtype], _C_DTYPES[c_dtype]
 
 
-def max_stages(block_n: int, smem_limit: int) -> int:
-    """The most stages of ``block_n`` that fit ``smem_limit`` bytes (capped at MAX_STAGES)."""
-    return min(MAX_STAGES, (smem_limit - SMEM_ALIGN) // (stage_bytes(block_n) + 2 * BARRIER_BYTES))
+def max_stages(block_n: int, smem_limit: int, epilogue: str = "direct") -> int:
+    """The most stages of ``block_n`` that fit ``smem_limit`` bytes beside ``epilogue``'s staging
+    (capped at MAX_STAGES)."""
+    free = smem_limit - SMEM_ALIGN - epilogue_bytes(epilogue)
+    return min(MAX_STAGES, free // (stage_bytes(block_n) + 2 * BARRIER_BYTES))
 
 
 def _matrix(name, x):
@@ -339,7 +448,7 @@ def _matrix(name, x):
 
 
 def wgmma_gemm(A, B, C=None, stages=4, *, block_n=256, cluster=2, b_transposed=False, out_dtype="bfloat16",
-               stream=0):
+               epilogue="direct", stream=0):
     """C = A @ B on a Hopper GPU with the warp-specialized wgmma kernel; returns C.
 
     - ``A``: M x K device array (numba, CuPy, PyTorch), float16, or bfloat16 given as its 16-bit
@@ -350,6 +459,9 @@ def wgmma_gemm(A, B, C=None, stages=4, *, block_n=256, cluster=2, b_transposed=F
       (``"bfloat16"`` or ``"float32"``) when None. Accumulation is fp32 either way.
     - ``stages`` (3..8, as shared memory allows: ``max_stages``), ``block_n`` (64, 128, 256),
       ``cluster`` (1, or 2: two CTAs along M share and multicast B).
+    - ``epilogue``: ``"direct"`` (each thread stores its accumulators) or ``"tma"`` (through swizzled
+      shared-memory staging buffers and TMA stores; 32 KB beside the ring: ``max_stages(block_n, limit,
+      "tma")``).
     Any M; N and K multiples of 8. Bad input raises ``AsyncpipeError`` before anything runs.
     """
     from ..host import device_info, launch
@@ -364,19 +476,24 @@ def wgmma_gemm(A, B, C=None, stages=4, *, block_n=256, cluster=2, b_transposed=F
     info = device_info(API)
     M, N, K, ab, c_bf16 = check_wgmma_gemm(a.shape, a.dtype.name, b.shape, b.dtype.name, c.shape, c.dtype.name,
                                            stages=stages, block_n=block_n, cluster=cluster,
-                                           b_transposed=b_transposed, smem_limit=info.max_shared_per_block_optin)
+                                           b_transposed=b_transposed, smem_limit=info.max_shared_per_block_optin,
+                                           epilogue=epilogue)
     dtype = "bfloat16" if ab == "bf16" else "float16"
     tma_a = _tensor_map(a, (BM, BK), dtype)
     tma_b = _tensor_map(b, (block_n // cluster, BK) if b_transposed else (BK // cluster, BOX_N), dtype)
+    # C's boxes: a warpgroup's 64 rows x one 128-byte swizzle row. "direct" never reads the argument (A's
+    # map stands in), so it keeps accepting any C, without TMA's address and stride rules.
+    tma_c = _tensor_map(c, (EPI_ROWS, EPI_ROW_BYTES // c.dtype.itemsize), "bfloat16" if c_bf16 else "float32") \
+        if epilogue == "tma" else tma_a
     tiles_m = math.ceil(M / (BM * cluster))
     tiles_n = math.ceil(N / block_n)
     clusters = max(1, min(tiles_m * tiles_n, info.sm_count // cluster))
     flat = c.reshape(M * N)
     out = flat.view(np.uint32) if c_bf16 else flat
-    kernel = _jit(block_n, int(stages), cluster, ab, bool(b_transposed), c_bf16)
-    launch(kernel, clusters * cluster, THREADS, tma_a, tma_b, out, np.int32(M), np.int32(N), np.int32(K),
+    kernel = _jit(block_n, int(stages), cluster, ab, bool(b_transposed), c_bf16, epilogue)
+    launch(kernel, clusters * cluster, THREADS, tma_a, tma_b, tma_c, out, np.int32(M), np.int32(N), np.int32(K),
            np.int32(tiles_m), np.int32(tiles_n), cluster=cluster if cluster > 1 else None,
-           shared_mem=shared_bytes(block_n, int(stages)), stream=stream)
+           shared_mem=shared_bytes(block_n, int(stages), epilogue), stream=stream)
     return C
 
 
@@ -403,20 +520,22 @@ def _tensor_map(d, box, dtype: str):
 
 
 def benchmark(n: int, *, stages: int = 4, block_n: int = 256, cluster: int = 2, b_transposed: bool = False,
-              reps: int = 20) -> dict:
+              epilogue: str = "direct", reps: int = 20) -> dict:
     """TFLOPS of ``wgmma_gemm`` (bf16 in, bf16 out) at n x n x n beside cuBLAS bf16 (through torch, when
     installed), measured in the same call: a record for ``bench/h200.json`` (``kernel`` contains
-    "wgmma"; ``vs.cublas_bf16`` is the ratio)."""
+    "wgmma" and the epilogue, e.g. ``wgmma_gemm_bf16_bn256_s4_c2_tma``; ``vs.cublas_bf16`` is the ratio)."""
     from ..timing import time_ms, tflops
 
     rng = np.random.default_rng(0)
     a = cuda.to_device(bf16_bits(rng.standard_normal((n, n), dtype=np.float32)))
     b = cuda.to_device(bf16_bits(rng.standard_normal((n, n), dtype=np.float32)))
     c = cuda.device_array((n, n), np.uint16)
-    run = functools.partial(wgmma_gemm, a, b, c, stages, block_n=block_n, cluster=cluster, b_transposed=b_transposed)
+    run = functools.partial(wgmma_gemm, a, b, c, stages, block_n=block_n, cluster=cluster, b_transposed=b_transposed,
+                            epilogue=epilogue)
     run()                                            # compile and check outside the timing
     ms = time_ms(run, reps=reps)
-    record = {"kernel": f"wgmma_gemm_bf16_bn{block_n}_s{stages}_c{cluster}" + ("_bt" if b_transposed else ""),
+    record = {"kernel": f"wgmma_gemm_bf16_bn{block_n}_s{stages}_c{cluster}" + ("_bt" if b_transposed else "") +
+              f"_{epilogue}", "epilogue": epilogue,
               "shape": [n, n, n], "ms": ms, "tflops": tflops(2.0 * n**3, ms), "vs": {}}
     yard = _cublas_bf16_tflops(n, reps)
     if yard:

@@ -18,9 +18,9 @@ H200_SMEM = 227 * 1024          # shared memory per block after opt-in on the H2
 # Host: every rule, each message
 # ---------------------------------------------------------------------------------------------
 def check(a=(512, 256), b=(256, 384), c=(512, 384), ad="uint16", bd="uint16", cd="uint16", stages=4, block_n=256,
-          cluster=2, b_transposed=False, smem_limit=H200_SMEM):
+          cluster=2, b_transposed=False, smem_limit=H200_SMEM, epilogue="direct"):
     return check_wgmma_gemm(a, ad, b, bd, c, cd, stages=stages, block_n=block_n, cluster=cluster,
-                            b_transposed=b_transposed, smem_limit=smem_limit)
+                            b_transposed=b_transposed, smem_limit=smem_limit, epilogue=epilogue)
 
 
 def test_check_accepts_and_reports():
@@ -28,6 +28,8 @@ def test_check_accepts_and_reports():
     assert check(ad="float16", bd="float16", cd="float32") == (512, 384, 256, "f16", False)
     assert check(b=(384, 256), b_transposed=True) == (512, 384, 256, "bf16", True)
     assert check(a=(1, 8), b=(8, 8), c=(1, 8), block_n=64, stages=8) == (1, 8, 8, "bf16", True)
+    assert check(epilogue="tma") == (512, 384, 256, "bf16", True)
+    assert check(a=(1, 8), b=(8, 8), c=(1, 8), block_n=64, stages=8, epilogue="tma") == (1, 8, 8, "bf16", True)
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -55,6 +57,12 @@ def test_check_accepts_and_reports():
     (dict(stages=5), "wgmma_gemm: stages x (stage bytes + 2 barriers) + 1024 alignment slack must fit the 232448 "
                      "bytes of shared memory per block [CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN], "
                      "got 5 x (49152 + 16) + 1024 = 246864 bytes for block_n=256"),
+    (dict(epilogue="smem"), "wgmma_gemm: epilogue must be one of ('direct', 'tma'), got 'smem'"),
+    (dict(block_n=128, stages=7, epilogue="tma"),
+     "wgmma_gemm: stages x (stage bytes + 2 barriers) + the TMA epilogue's staging (2 warpgroups x 2 buffers x 8192 "
+     "bytes, never aliasing the ring) + 1024 alignment slack must fit the 232448 bytes of shared memory per block "
+     "[CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN], got 7 x (32768 + 16) + 32768 + 1024 = 263280 bytes "
+     "for block_n=128 (at most 6 stages fit)"),
 ])
 def test_check_messages(kwargs, message):
     with pytest.raises(AsyncpipeError) as e:
@@ -62,14 +70,19 @@ def test_check_messages(kwargs, message):
     assert str(e.value) == message
 
 
-def test_stage_budget():
-    """What fits in 227 KB: 4 stages of 128 x 256, 7 of 128 x 128, 8 (the cap) of 128 x 64."""
-    assert [G.max_stages(bn, H200_SMEM) for bn in (256, 128, 64)] == [4, 7, 8]
+@pytest.mark.parametrize("epilogue, fits", [("direct", [4, 7, 8]), ("tma", [4, 6, 8])])
+def test_stage_budget(epilogue, fits):
+    """What fits in 227 KB: 4 stages of 128 x 256, 7 of 128 x 128, 8 (the cap) of 128 x 64; beside the
+    TMA epilogue's 32 KB of staging, 6 of 128 x 128 (the others keep theirs)."""
+    assert [G.max_stages(bn, H200_SMEM, epilogue) for bn in (256, 128, 64)] == fits
+    assert G.epilogue_bytes(epilogue) == (0 if epilogue == "direct" else 2 * 2 * 64 * 128)
     for bn in (256, 128, 64):
-        check(block_n=bn, stages=G.max_stages(bn, H200_SMEM))
-        if G.max_stages(bn, H200_SMEM) < G.MAX_STAGES:
+        stages = G.max_stages(bn, H200_SMEM, epilogue)
+        check(block_n=bn, stages=stages, epilogue=epilogue)
+        assert G.block_shared_bytes(bn, stages, epilogue) <= H200_SMEM
+        if stages < G.MAX_STAGES:
             with pytest.raises(AsyncpipeError):
-                check(block_n=bn, stages=G.max_stages(bn, H200_SMEM) + 1)
+                check(block_n=bn, stages=stages + 1, epilogue=epilogue)
 
 
 def test_host_arrays_are_refused_before_the_gpu_is_asked():
@@ -104,6 +117,10 @@ SASS_CONFIGS = {
                                                c_bf16=True),
     "f16_bn128_cluster1_kmajor_f32out": dict(block_n=128, stages=7, cluster=1, ab="f16", b_kmajor=True,
                                              c_bf16=False),
+    "bf16_bn256_cluster2_nmajor_bf16out_tma": dict(block_n=256, stages=4, cluster=2, ab="bf16", b_kmajor=False,
+                                                   c_bf16=True, epilogue="tma"),
+    "f16_bn128_cluster1_kmajor_f32out_tma": dict(block_n=128, stages=6, cluster=1, ab="f16", b_kmajor=True,
+                                                 c_bf16=False, epilogue="tma"),
 }
 
 
@@ -113,7 +130,8 @@ def test_kernel_sass(name):
     cfg = SASS_CONFIGS[name]
     cubin = compile_kernel(G.make_kernel(**cfg), G.kernel_argtypes(cfg["c_bf16"]), launch_bounds=G.LAUNCH_BOUNDS)
     sass, ops, n = cubin.sass, cubin.opcodes, cfg["block_n"]
-    print(name, cubin.resources)
+    print(name, cubin.resources, "UTMASTG:", ops.count("UTMASTG.2D"), "STS:", sum(o.startswith("STS") for o in ops),
+          "STG:", sum(o.startswith("STG") for o in ops))
     # four k16 wgmma per k-block, B's transpose bit as its layout says, the last one committed (gsb0)
     op = f"HGMMA.64x{n}x16.F32" + (".BF16" if cfg["ab"] == "bf16" else "")
     hgmma = [line for line in sass.splitlines() if re.search(rf"\b{re.escape(op)}\s", line)]
@@ -140,6 +158,19 @@ def test_kernel_sass(name):
     assert not any(o.startswith(("CALL", "LDL", "STL")) for o in ops)
     assert not cubin.spills, cubin.resources
     assert cubin.resources.registers == G.REGISTER_FILE // G.THREADS // 8 * 8
+    # the epilogue: scattered global stores, or swizzled shared stores + TMA stores in bulk groups
+    if cfg.get("epilogue", "direct") == "tma":
+        chunks = n // (G.EPI_ROW_BYTES // (2 if cfg["c_bf16"] else 4))
+        assert ops.count("UTMASTG.2D") == chunks, [o for o in ops if o.startswith("UTMA")]
+        assert any(o.startswith("BAR.SYNC") for o in ops)          # the warpgroup's named barrier
+        assert "FENCE.VIEW.ASYNC.S" in ops                           # fence.proxy.async.shared::cta
+        assert any(o.startswith("UTMACMDFLUSH") for o in ops)       # cp.async.bulk.commit_group
+        assert any(o.startswith("DEPBAR") for o in ops)             # cp.async.bulk.wait_group.read
+        assert not any(o.startswith("STG") for o in ops)
+        assert any(o.startswith("STS") for o in ops)
+    else:
+        assert not any(o.startswith("UTMASTG") for o in ops)
+        assert any(o.startswith("STG") for o in ops)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -168,16 +199,24 @@ GPU_CONFIGS = {
 SHAPES = [(256, 256, 64), (1000, 776, 520), (8, 8, 8), (1, 72, 24), (4096, 4096, 512)]
 
 
+def with_epilogue(kw, epilogue):
+    """``kw`` with the epilogue, and its stages cut to what fits beside the TMA epilogue's staging."""
+    kw = dict(kw, epilogue=epilogue)
+    kw["stages"] = min(kw.get("stages", 4), G.max_stages(kw.get("block_n", 256), H200_SMEM, epilogue))
+    return kw
+
+
 @pytest.mark.gpu
 @pytest.mark.hopper
+@pytest.mark.parametrize("epilogue", G.EPILOGUES)
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("config", sorted(GPU_CONFIGS))
-def test_wgmma_gemm_gpu(config, shape, rng):
+def test_wgmma_gemm_gpu(config, shape, epilogue, rng):
     cfg = GPU_CONFIGS[config]
     m, n, k = shape
     bt = cfg["kw"].get("b_transposed", False)
     a, b, want = random_operands(rng, m, n, k, cfg["ab"], bt)
-    c = wgmma_gemm(cuda.to_device(a), cuda.to_device(b), out_dtype=cfg["out"], **cfg["kw"])
+    c = wgmma_gemm(cuda.to_device(a), cuda.to_device(b), out_dtype=cfg["out"], **with_epilogue(cfg["kw"], epilogue))
     got = c.copy_to_host()
     got = bf16_to_float32(got) if cfg["out"] == "bfloat16" else got
     assert got.shape == (m, n)
@@ -189,14 +228,24 @@ def test_wgmma_gemm_gpu(config, shape, rng):
 
 @pytest.mark.gpu
 @pytest.mark.hopper
-def test_wgmma_gemm_stores_stay_inside_c_gpu(rng):
+@pytest.mark.parametrize("epilogue", G.EPILOGUES)
+def test_wgmma_gemm_stores_stay_inside_c_gpu(epilogue, rng):
     """Clipped stores: C is the head of a larger poisoned buffer, and the tail keeps its poison
-    (M and N are not multiples of the tile)."""
+    (M and N are not multiples of the tile; the TMA epilogue's boxes hang over both)."""
     m, n, k = 200, 136, 72
     a, b, want = random_operands(rng, m, n, k, "bf16", False)
     buf = cuda.to_device(np.full(m * n + 4096, np.float32(-7.0), np.float32))
     c = buf[:m * n].reshape(m, n)
-    wgmma_gemm(cuda.to_device(a), cuda.to_device(b), c)
+    wgmma_gemm(cuda.to_device(a), cuda.to_device(b), c, epilogue=epilogue)
     got = buf.copy_to_host()
     assert np.abs(got[:m * n].reshape(m, n) - want).max() / np.abs(want).max() < 1e-4
     np.testing.assert_array_equal(got[m * n:], -7.0)
+
+
+@pytest.mark.gpu
+@pytest.mark.hopper
+@pytest.mark.parametrize("epilogue", G.EPILOGUES)
+def test_benchmark_record_names_the_epilogue_gpu(epilogue):
+    record = G.benchmark(512, epilogue=epilogue, reps=2)
+    assert record["kernel"] == f"wgmma_gemm_bf16_bn256_s4_c2_{epilogue}" and record["epilogue"] == epilogue
+    assert record["tflops"] > 0

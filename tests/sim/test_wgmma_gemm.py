@@ -24,12 +24,12 @@ def simulated_device(monkeypatch):
     monkeypatch.setattr(asyncpipe.host, "device_info", lambda api="device_info": sim_device_info())
 
 
-def gemm(rng, m, n, k, stages, cluster, block_n, b_transposed):
+def gemm(rng, m, n, k, stages, cluster, block_n, b_transposed, epilogue="direct"):
     a = G.bf16_bits(rng.standard_normal((m, k), dtype=np.float32))
     b = G.bf16_bits(rng.standard_normal((k, n), dtype=np.float32))
     c = cuda.to_device(np.full((m, n), np.nan, np.float32))
     G.wgmma_gemm(cuda.to_device(a), cuda.to_device(b.T.copy() if b_transposed else b), c, stages,
-                 block_n=block_n, cluster=cluster, b_transposed=b_transposed)
+                 block_n=block_n, cluster=cluster, b_transposed=b_transposed, epilogue=epilogue)
     want = G.bf16_to_float32(a).astype(np.float64) @ G.bf16_to_float32(b).astype(np.float64)
     return c.copy_to_host(), want
 
@@ -46,11 +46,24 @@ def test_wgmma_gemm_matches_numpy(m, n, k, stages, cluster, block_n, b_transpose
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.sqrt(k))
 
 
-def test_wgmma_gemm_bf16_output(rng):
-    """The default C: bf16 rounded to nearest even, two per 32-bit store."""
+@pytest.mark.parametrize("m, n, k, stages, cluster, block_n, b_transposed", [
+    (128, 256, 64, 3, 2, 256, False),     # eight 32-column chunks through two staging buffers per warpgroup
+    (200, 136, 200, 3, 2, 128, False),    # edges: TMA stores clipped along M and N; chunks past N skipped
+    (300, 72, 136, 4, 1, 64, True),       # persistent: the staging buffers reused by each CTA's next tiles
+])
+def test_wgmma_gemm_tma_epilogue_matches_numpy(m, n, k, stages, cluster, block_n, b_transposed, rng):
+    """The TMA epilogue: swizzled staging, fence, named barrier, TMA stores, wait_group.read before reuse."""
+    got, want = gemm(rng, m, n, k, stages, cluster, block_n, b_transposed, "tma")
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.sqrt(k))
+
+
+@pytest.mark.parametrize("epilogue", G.EPILOGUES)
+def test_wgmma_gemm_bf16_output(epilogue, rng):
+    """The default C: bf16 rounded to nearest even, two per 32-bit store (to C, or to the staging
+    buffer whose 64 x 64 bf16 boxes TMA stores)."""
     a = G.bf16_bits(rng.standard_normal((136, 64), dtype=np.float32))
     b = G.bf16_bits(rng.standard_normal((64, 72), dtype=np.float32))
-    c = G.wgmma_gemm(cuda.to_device(a), cuda.to_device(b), None, 3, block_n=64, cluster=2)
+    c = G.wgmma_gemm(cuda.to_device(a), cuda.to_device(b), None, 3, block_n=64, cluster=2, epilogue=epilogue)
     assert c.dtype == np.uint16 and c.shape == (136, 72)
     got = G.bf16_to_float32(c.copy_to_host()).astype(np.float64)
     want = G.bf16_to_float32(a).astype(np.float64) @ G.bf16_to_float32(b).astype(np.float64)
@@ -118,3 +131,39 @@ def test_mma_on_a_stage_not_yet_waited_for_is_caught(tmp_path, rng):
     with pytest.raises(sim.UnwaitedAsyncReadError, match=r"(?s)a TMA copy (wrote must be acquired|is still writing).*"
                        r"\n  at .*MMA\(ptx.addr\(acc, 0\)"):
         mod.wgmma_gemm(cuda.to_device(a), cuda.to_device(b), c, 3, block_n=64, cluster=1)
+
+
+def run_tma_epilogue(mod, rng, m=136, n=128, k=64):
+    """``mod``'s GEMM with the TMA epilogue: two tiles per CTA (one CTA), four fp32 chunks per tile."""
+    a = G.bf16_bits(rng.standard_normal((m, k), dtype=np.float32))
+    b = G.bf16_bits(rng.standard_normal((k, n), dtype=np.float32))
+    c = cuda.to_device(np.zeros((m, n), np.float32))
+    with sim.settings(sms=1):
+        mod.wgmma_gemm(cuda.to_device(a), cuda.to_device(b), c, 3, block_n=128, cluster=1, epilogue="tma")
+    return c.copy_to_host(), G.bf16_to_float32(a).astype(np.float64) @ G.bf16_to_float32(b).astype(np.float64)
+
+
+def test_tma_epilogue_reuse_on_one_sm(rng):
+    """The correct twin of the broken epilogues below: one CTA walks both tiles."""
+    got, want = run_tma_epilogue(G, rng)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.sqrt(64))
+
+
+def test_staging_written_without_proxy_fence_is_caught(tmp_path, rng):
+    """Without fence.proxy.async the TMA store may read the staging words before the threads' writes."""
+    fence = "                ptx.fence_proxy_async_shared_cta()\n"
+    mod = broken_module(tmp_path, fence, "                pass\n")
+    with pytest.raises(sim.ProxyFenceError,
+                       match=r"(?s)fence_proxy_async_shared_cta.*cp_async_bulk_tensor_2d_global_shared"):
+        run_tma_epilogue(mod, rng)
+
+
+def test_staging_reused_before_the_store_read_it_is_caught(tmp_path, rng):
+    """Waiting for all but 2 groups instead of 1 lets a thread overwrite a staging buffer that the
+    TMA store issued two chunks ago may still be reading."""
+    wait = "ptx.cp_async_bulk_wait_group_read(EPI_BUFS - 1 if ch > 0 else 0)"
+    mod = broken_module(tmp_path, wait, "ptx.cp_async_bulk_wait_group_read(EPI_BUFS if ch > 0 else EPI_BUFS)")
+    with pytest.raises(sim.UnwaitedAsyncReadError, match=r"(?s)a bulk store still reads must not be overwritten "
+                       r"before cp_async_bulk_wait_group_read covers the store.*source of the TMA store.*\n  at "
+                       r".*\(epilogue_tma\): staging\["):
+        run_tma_epilogue(mod, rng)
