@@ -93,7 +93,14 @@ def _read(dev) -> DeviceInfo:
 
 def device_info(api: str = "device_info") -> DeviceInfo:
     """The current GPU's ``DeviceInfo``, read from the driver on first use and cached per device.
-    Raises ``UnsupportedDeviceError`` (naming ``api``) when there is no usable GPU."""
+    Raises ``UnsupportedDeviceError`` (naming ``api``) when there is no usable GPU. Under asyncpipe's
+    simulator it is the simulated sm_90 device."""
+    from ..ptx._registry import simulating
+
+    if simulating():
+        from ..sim.device import sim_device_info
+
+        return sim_device_info()
     dev = _current_device(api)
     if dev.id not in _CACHE:
         _CACHE[dev.id] = _read(dev)
