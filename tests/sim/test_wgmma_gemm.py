@@ -167,3 +167,22 @@ def test_staging_reused_before_the_store_read_it_is_caught(tmp_path, rng):
                        r"before cp_async_bulk_wait_group_read covers the store.*source of the TMA store.*\n  at "
                        r".*\(epilogue_tma\): staging\["):
         run_tma_epilogue(mod, rng)
+
+
+def test_tma_epilogue_under_another_interleaving(rng):
+    """The staging hand-over (wait_group.read, bar.sync, fence, store) right under another schedule too."""
+    with sim.settings(seed=11, switch=0.5):
+        got, want = run_tma_epilogue(G, rng)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.sqrt(64))
+
+
+def test_store_issued_before_the_warpgroup_wrote_is_caught(tmp_path, rng):
+    """Without the bar.sync after the fence, thread 0 stores the box while the other 127 threads of its
+    warpgroup may not have written (or fenced) their words yet."""
+    sync = ("                ptx.fence_proxy_async_shared_cta()\n"
+            "                ptx.bar_sync(wg, W.WARPGROUP_THREADS)\n")
+    mod = broken_module(tmp_path, sync, "                ptx.fence_proxy_async_shared_cta()\n")
+    with pytest.raises(sim.SharedMemoryRaceError, match=r"(?s)no barrier between them.*a cp_async_bulk_tensor_2d_"
+                       r"global_shared of word .* by thread \(256, 0, 0\).*an earlier write by thread .*"
+                       r"\(epilogue_tma\): staging\["):
+        run_tma_epilogue(mod, rng)
