@@ -91,3 +91,11 @@ def rng(request):
     seed = int.from_bytes(os.urandom(4), "little")
     print(f"rng seed {seed} for {request.node.nodeid}")
     return np.random.default_rng(seed)
+
+
+@pytest.fixture
+def no_gpu(monkeypatch):
+    """Host code sees no GPU (numba.cuda.is_available() is False), even on a machine that has one."""
+    from numba import cuda
+
+    monkeypatch.setattr(cuda, "is_available", lambda: False)

@@ -68,8 +68,7 @@ def test_tune_predict_only(capsys, tmp_path):
     assert d["measured"] is False and [r["stages"] for r in d["rows"]] == list(range(2, 9))
 
 
-def test_tune_without_a_gpu_says_so(capsys, monkeypatch, tmp_path):
-    monkeypatch.setenv("NUMBA_ENABLE_CUDASIM", "1")
+def test_tune_without_a_gpu_says_so(capsys, monkeypatch, tmp_path, no_gpu):
     monkeypatch.setenv("ASYNCPIPE_CACHE_DIR", str(tmp_path))
     assert main(["tune", "sgemm", "--m", "1024", "--n", "1024", "--k", "512", "--stages", "2", "3"]) == 1
     cap = capsys.readouterr()

@@ -106,8 +106,7 @@ def test_limits_from_a_device_info_and_driver_attributes():
     assert older.threads_per_sm == 1536 and older.shared_per_sm == 100 * KB and older.register_alloc_unit == 256
 
 
-def test_without_a_gpu_the_live_limits_say_so_and_limits_falls_back_to_the_table(monkeypatch):
-    monkeypatch.setenv("NUMBA_ENABLE_CUDASIM", "1")            # device_info refuses, naming why
+def test_without_a_gpu_the_live_limits_say_so_and_limits_falls_back_to_the_table(no_gpu):
     with pytest.raises(UnsupportedDeviceError, match="device_limits: needs a CUDA GPU"):
         device_limits()
     assert limits() is TABLE["H200"] and limits("A100") is TABLE["A100"]

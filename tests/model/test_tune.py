@@ -160,9 +160,8 @@ def test_the_cache_lives_in_asyncpipe_cache_dir(tmp_path, monkeypatch):
     assert str(cache.cache_dir()).endswith(".cache/asyncpipe")
 
 
-def test_cached_stages_without_a_gpu_is_none(tmp_path, monkeypatch):
+def test_cached_stages_without_a_gpu_is_none(tmp_path, no_gpu):
     run(Fake(), tmp_path)
-    monkeypatch.setenv("NUMBA_ENABLE_CUDASIM", "1")             # no GPU to name: nothing to look up
     assert cached_stages("sgemm", P, path=tmp_path / "t.json") is None
 
 
@@ -178,10 +177,9 @@ def test_result_round_trips_through_json(tmp_path):
     assert back.to_dict() == res.to_dict()
 
 
-def test_the_gpu_side_refuses_without_a_gpu(monkeypatch):
+def test_the_gpu_side_refuses_without_a_gpu(no_gpu):
     from asyncpipe.tune.gpu import sgemm_measurement
 
-    monkeypatch.setenv("NUMBA_ENABLE_CUDASIM", "1")
     with pytest.raises(UnsupportedDeviceError, match="tune sgemm: needs a CUDA GPU"):
         sgemm_measurement(P)
 
