@@ -67,6 +67,7 @@ from numba.cuda import bf16 as _bf16
 from .. import ptx
 from ..constants import BULK_SMEM_ALIGN_TENSOR
 from ..errors import check
+from ..jit_cache import jit
 from ..pipeline import (advance, consumer_release, consumer_wait, pipeline_init, pipeline_state, producer_acquire,
                         producer_commit)
 from ..ptx import wgmma as W
@@ -148,6 +149,15 @@ def wgmma_gemm_kernel(tma_a, tma_b, tma_c, c, M, N, K, tiles_m, tiles_n):
     cluster = cuda.blockIdx.x // CLUSTER             # 1-D grid: a cluster is CLUSTER consecutive blocks
     clusters = cuda.gridDim.x // CLUSTER
 
+    def next_tile(tm, tn, step):
+        """The cluster tile ``step`` after (tm, tn), M fastest; by subtraction (a division by the
+        run-time tiles_m would be a 64-bit division call in the loop)."""
+        tm += step
+        while tm >= tiles_m:
+            tm -= tiles_m
+            tn += 1
+        return tm, tn
+
     # ---- prologue: the ring's barriers, visible to TMA and to the peer CTAs -----------------------
     if tid == 0:
         # full: this CTA's producer arrives once (plus the bytes); empty: each consumer warp of every
@@ -166,11 +176,7 @@ def wgmma_gemm_kernel(tma_a, tma_b, tma_c, c, M, N, K, tiles_m, tiles_n):
             ptx.fence_proxy_tensormap_generic_acquire_sys(ptx.addr(tma_a, 0))   # the host wrote the maps
             ptx.fence_proxy_tensormap_generic_acquire_sys(ptx.addr(tma_b, 0))
             st = pipeline_state(0, 0)
-            tm = cluster
-            tn = 0
-            while tm >= tiles_m:
-                tm -= tiles_m
-                tn += 1
+            tm, tn = next_tile(0, 0, cluster)            # this cluster's first tile
             while tn < tiles_n:
                 m0 = (tm * CLUSTER + rank) * BM
                 n0 = tn * BN
@@ -203,10 +209,7 @@ def wgmma_gemm_kernel(tma_a, tma_b, tma_c, c, M, N, K, tiles_m, tiles_n):
                                     ptx.addr(smem, dst), ptx.addr(tma_b, 0), n0 + j * BOX_N,
                                     k0 + rank * (BK // CLUSTER), bar, CTA_MASK)
                     st = advance(st, STAGES)
-                tm += clusters                               # the next cluster tile, M fastest
-                while tm >= tiles_m:
-                    tm -= tiles_m
-                    tn += 1
+                tm, tn = next_tile(tm, tn, clusters)
     else:
         # ---- consumer warpgroups: take the registers, multiply, store -----------------------------
         ptx.setmaxnreg_inc_sync_aligned_u32(CONSUMER_REGS)
@@ -219,11 +222,7 @@ def wgmma_gemm_kernel(tma_a, tma_b, tma_c, c, M, N, K, tiles_m, tiles_n):
             ptx.fence_proxy_tensormap_generic_acquire_sys(ptx.addr(tma_c, 0))   # this thread issues C's stores
         st = pipeline_state(0, 0)
         prev = st
-        tm = cluster
-        tn = 0
-        while tm >= tiles_m:
-            tm -= tiles_m
-            tn += 1
+        tm, tn = next_tile(0, 0, cluster)
         while tn < tiles_n:
             for kb in range(k_blocks):
                 consumer_wait(full, st)
@@ -254,10 +253,7 @@ def wgmma_gemm_kernel(tma_a, tma_b, tma_c, c, M, N, K, tiles_m, tiles_n):
 
             # ---- epilogue: this warpgroup's 64 x BN accumulators to C, clipped to M x N -------------
             EPILOGUE(acc, c, tma_c, staging, staged, M, N, (tm * CLUSTER + rank) * BM + row_wg, tn * BN, t, wg)
-            tm += clusters
-            while tm >= tiles_m:
-                tm -= tiles_m
-                tn += 1
+            tm, tn = next_tile(tm, tn, clusters)
         if EPI_TMA and t == 0:
             ptx.cp_async_bulk_wait_group_read(0)    # the last stores have read the staging buffers
 
@@ -371,8 +367,8 @@ def kernel_argtypes(c_bf16=True):
 
 @functools.lru_cache(maxsize=None)
 def _jit(block_n, stages, cluster, ab, b_kmajor, c_bf16, epilogue):
-    return cuda.jit(make_kernel(block_n=block_n, stages=stages, cluster=cluster, ab=ab, b_kmajor=b_kmajor,
-                                c_bf16=c_bf16, epilogue=epilogue), launch_bounds=LAUNCH_BOUNDS)
+    return jit(make_kernel(block_n=block_n, stages=stages, cluster=cluster, ab=ab, b_kmajor=b_kmajor,
+                           c_bf16=c_bf16, epilogue=epilogue), launch_bounds=LAUNCH_BOUNDS)
 
 
 # ------------------------------------------------------------------------------------------------
