@@ -65,11 +65,28 @@ def _store_x4(typingctx, arr, idx, v0, v1, v2, v3):
     return sig, codegen
 
 
+def _check_aligned_sim(api, arr, idx):
+    """What the GPU would fault on, named: ``&a[i]`` not 16-byte aligned."""
+    from threading import current_thread
+
+    from ..sim.arrays import addr
+    from ..sim.errors import SimUsageError
+    from ..sim.where import here
+
+    off = addr(arr, idx).off
+    if off % 16:
+        raise SimUsageError(api, "&a[i] must be 16-byte aligned (a 16-byte vector access)",
+                            f"i = {idx}, {off % 16} bytes past a 16-byte boundary", "asyncpipe.kernels.vector",
+                            where=here(current_thread()) if hasattr(current_thread(), "run") else "")
+
+
 def _load_x4_sim(arr, idx):
+    _check_aligned_sim("load_x4", arr, idx)
     return arr[idx], arr[idx + 1], arr[idx + 2], arr[idx + 3]
 
 
 def _store_x4_sim(arr, idx, v0, v1, v2, v3):
+    _check_aligned_sim("store_x4", arr, idx)
     arr[idx], arr[idx + 1], arr[idx + 2], arr[idx + 3] = v0, v1, v2, v3
 
 

@@ -50,27 +50,22 @@ class SharedMemory:
     # Checked accesses by a thread (generic proxy)
     # ------------------------------------------------------------------------------------------
     def load(self, th, byte: int, nbytes: int, s):
-        run = th.sim
-        if not run.track:
-            return
-        if nbytes < 4:
-            return self._narrow(th, byte, nbytes, s, run, False)
-        w = byte >> 2
-        last = (byte + nbytes - 1) >> 2
-        while w <= last:
-            self._read_word(th, w, s, run)
-            w += 1
+        self._access(th, byte, nbytes, s, False)
 
     def store(self, th, byte: int, nbytes: int, s):
+        self._access(th, byte, nbytes, s, True)
+
+    def _access(self, th, byte, nbytes, s, write):
         run = th.sim
         if not run.track:
             return
         if nbytes < 4:
-            return self._narrow(th, byte, nbytes, s, run, True)
+            return self._narrow(th, byte, nbytes, s, run, write)
+        word = self._write_word if write else self._read_word
         w = byte >> 2
         last = (byte + nbytes - 1) >> 2
         while w <= last:
-            self._write_word(th, w, s, run)
+            word(th, w, s, run)
             w += 1
 
     def _narrow(self, th, byte, nbytes, s, run, write):

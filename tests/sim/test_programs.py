@@ -20,7 +20,8 @@ def rel_err(got, ref):
 @pytest.mark.parametrize("variant,stages,m,n,k", [
     ("cp_async", 3, 128, 128, 32),      # the chapter's tile, four k-tiles through three stages
     ("cp_async", 2, 70, 33, 20),        # edges: zero-filled copies, predicated stores
-    ("v4", 2, 64, 40, 16),
+    ("v4", 2, 64, 40, 16),              # edges: element by element
+    ("v4", 2, 128, 128, 16),            # interior: 16-byte vector loads and stores
 ])
 def test_sgemm(variant, stages, m, n, k, rng):
     a = rng.standard_normal((m, k)).astype(np.float32)
