@@ -6,7 +6,7 @@
 # .whl holds numpy 2.4 (the image's numpy 2.5 breaks numba-cuda 0.30.4) and pytest; .ref is an
 # ignored copy of ../shared/reference (the yardstick programs; never committed).
 # Environment: STEPS (default "tests sanitizer bench"; add "tune" for the tuner's table), PYTEST_ARGS, JOBS, SANITIZER_TOOLS, SANITIZER_TESTS,
-# SAN_JOBS, SANITIZER_LIMIT (seconds), BENCH_ARGS, COMMIT.
+# SAN_JOBS, SANITIZER_LIMIT (seconds), TEST_TIMEOUT (seconds per test), BENCH_ARGS, COMMIT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/asyncpipe-out}; mkdir -p "$OUT"
@@ -31,7 +31,10 @@ row "date / commit" "$(date -u +%F) ${COMMIT:-$(git rev-parse --short HEAD 2>/de
 # the background, beside the plain test run, to fit the GPU machine's time.
 SANITIZER_DEFAULT="tests/ptx tests/kernels/test_tma_add_one.py tests/kernels/test_cluster_sum.py \
   tests/kernels/test_sgemm.py::test_sgemm_gpu[130-70-33-cp_async-3] tests/kernels/test_sgemm.py::test_sgemm_gpu[256-256-256-cp_async-3] \
-  tests/kernels/test_sgemm.py::test_sgemm_gpu[256-256-256-v4-1]"
+  tests/kernels/test_sgemm.py::test_sgemm_gpu[256-256-256-v4-1] tests/kernels/test_vector.py tests/pipeline \
+  tests/kernels/test_wgmma_gemm.py::test_wgmma_gemm_gpu[default-1000x776x520-direct] \
+  tests/kernels/test_wgmma_gemm.py::test_wgmma_gemm_gpu[default-1000x776x520-tma] \
+  tests/kernels/test_wgmma_gemm.py::test_wgmma_gemm_gpu[bn256_c2_bt_s3-1000x776x520-tma]"
 JOBS=${JOBS:-12}
 SAN_JOBS=${SAN_JOBS:-4}
 declare -A SAN_T0
@@ -49,7 +52,7 @@ fi
 # the process and hide its cause), JOBS at a time.
 if [[ $STEPS == *tests* ]]; then
   t0=$(date +%s)
-  python3 scripts/run_isolated.py -j "$JOBS" --log "$OUT/gpu_failures.log" -m "gpu or hopper" ${PYTEST_ARGS:-tests} \
+  python3 scripts/run_isolated.py -j "$JOBS" --timeout "${TEST_TIMEOUT:-300}" --log "$OUT/gpu_failures.log" -m "gpu or hopper" ${PYTEST_ARGS:-tests} \
     > "$OUT/gpu_tests.log" 2>&1
   grep FAIL "$OUT/gpu_tests.log" | head -40
   row "gpu tests" "$(tail -1 "$OUT/gpu_tests.log") ($(( $(date +%s) - t0 )) s)"
