@@ -88,6 +88,16 @@ extern "C" __device__ void ap_mbarrier_inval(void* addr) {
 
 // mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote_addr];   (PTX ISA 8.0, sm_90)
 // remote_addr is already a 32-bit .shared::cluster address (mapa.shared::cluster): no conversion.
-extern "C" __device__ void ap_mbarrier_arrive_shared_cluster(unsigned remote_addr) {
+// Release at cluster scope: ptxas puts MEMBAR.ALL.GPU before the arrive (every earlier memory access
+// of the thread, global stores included, completes first).
+extern "C" __device__ void ap_mbarrier_arrive_release_cluster_shared_cluster(unsigned remote_addr) {
   asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(remote_addr) : "memory");
+}
+
+// mbarrier.arrive.shared::cluster.b64 _, [remote_addr];   (PTX ISA 8.0, sm_90)
+// The default semantics, .release.cta: a bare SYNCS.ARRIVE, no fence. Hands a buffer back whose reads
+// are complete (values in registers, or wgmma.wait_group returned); data written for a peer needs the
+// .release.cluster form above.
+extern "C" __device__ void ap_mbarrier_arrive_shared_cluster(unsigned remote_addr) {
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(remote_addr) : "memory");
 }

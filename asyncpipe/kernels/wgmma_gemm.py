@@ -62,9 +62,9 @@ from collections import OrderedDict
 
 import numpy as np
 from numba import cuda, float32, int32, uint8, uint32, uint64
-from numba.cuda import bf16 as _bf16
 
 from .. import ptx
+from ..bf16 import bf16_bits, bf16_to_float32  # noqa: F401 - the host side of bf16 C, re-exported
 from ..constants import BULK_SMEM_ALIGN_TENSOR
 from ..errors import check
 from ..jit_cache import jit
@@ -279,10 +279,8 @@ def epilogue_direct(acc, c, tma_c, staging, staged, M, N, m0, n0, t, wg):
         for h in unroll(2):
             r = row + 8 * h
             if r < M and col < N:
-                if C_BF16:
-                    lo = _bf16.bfloat16_as_ushort(_bf16.float32_to_bfloat16_rn(acc[4 * j + 2 * h]))
-                    hi = _bf16.bfloat16_as_ushort(_bf16.float32_to_bfloat16_rn(acc[4 * j + 2 * h + 1]))
-                    c[(r * N + col) // 2] = uint32(lo) | (uint32(hi) << 16)
+                if C_BF16:   # the column pair as one word: col in the lower half, col + 1 in the upper
+                    c[(r * N + col) // 2] = ptx.cvt_rn_bf16x2_f32(acc[4 * j + 2 * h + 1], acc[4 * j + 2 * h])
                 else:
                     c[r * N + col] = acc[4 * j + 2 * h]
                     c[r * N + col + 1] = acc[4 * j + 2 * h + 1]
@@ -311,9 +309,7 @@ def epilogue_tma(acc, c, tma_c, staging, staged, M, N, m0, n0, t, wg):
                         word = buf + (row + 8 * h) * (EPI_ROW_BYTES // WORD_BYTES) + (((cb >> 4) ^ g) << 2) + \
                             ((cb & 15) >> 2)
                         if C_BF16:
-                            lo = _bf16.bfloat16_as_ushort(_bf16.float32_to_bfloat16_rn(acc[4 * j + 2 * h]))
-                            hi = _bf16.bfloat16_as_ushort(_bf16.float32_to_bfloat16_rn(acc[4 * j + 2 * h + 1]))
-                            staging[word] = uint32(lo) | (uint32(hi) << 16)
+                            staging[word] = ptx.cvt_rn_bf16x2_f32(acc[4 * j + 2 * h + 1], acc[4 * j + 2 * h])
                         else:
                             staging[word] = acc[4 * j + 2 * h]
                             staging[word + 1] = acc[4 * j + 2 * h + 1]
@@ -551,24 +547,3 @@ def _cublas_bf16_tflops(n: int, reps: int) -> float | None:
         return tflops(2.0 * n**3, time_ms(lambda: torch.mm(x, y), reps=reps))
     except ImportError:
         return None
-
-
-# ------------------------------------------------------------------------------------------------
-# bfloat16 on the host (numpy has no bfloat16): bit patterns in uint16
-# ------------------------------------------------------------------------------------------------
-BF16_ROUND_BIAS = 0x7FFF      # round to nearest even: add 0x7FFF + the lowest kept bit, then truncate
-BF16_QUIET_BIT = 0x40         # a NaN keeps a mantissa bit set after truncation
-
-
-def bf16_bits(x) -> np.ndarray:
-    """float32 values -> their bfloat16 bit patterns (uint16), rounded to nearest even; NaN stays NaN."""
-    f = np.ascontiguousarray(x, dtype=np.float32)
-    u = f.view(np.uint32).astype(np.uint64)
-    rounded = ((u + BF16_ROUND_BIAS + ((u >> 16) & 1)) >> 16).astype(np.uint16)
-    return np.where(np.isnan(f), ((u >> 16) | BF16_QUIET_BIT).astype(np.uint16), rounded)
-
-
-def bf16_to_float32(bits) -> np.ndarray:
-    """bfloat16 bit patterns (uint16) -> float32 values (exact)."""
-    b = np.ascontiguousarray(bits, dtype=np.uint16)
-    return (b.astype(np.uint32) << 16).view(np.float32)

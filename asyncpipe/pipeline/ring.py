@@ -78,7 +78,11 @@ def consumer_release(empty_bars, state, cluster_size):
     """Hand slot ``state.stage`` back: one arrival on its ``empty`` barrier in every CTA of the cluster
     (ranks 0 .. ``cluster_size`` - 1, through ``.shared::cluster`` addresses), or on this CTA's alone
     when ``cluster_size`` is 1. Call it once per consumer unit that ``empty_arrivals`` counts, after
-    that unit's reads of the slot are complete (for wgmma: after ``wgmma_wait_group``)."""
+    that unit's reads of the slot are complete (for wgmma: after ``wgmma_wait_group``).
+
+    Remote arrivals use the default (CTA-scope release) ``mbarrier_arrive_shared_cluster``: a slot
+    that was only read has nothing to publish, and the cluster-scope release would put a
+    ``MEMBAR.ALL.GPU`` before every arrival (waiting, in a GEMM, for every outstanding store of C)."""
     if cluster_size == 1:
         ptx.mbarrier_arrive(ptx.addr(empty_bars, state.stage))
     else:

@@ -15,7 +15,7 @@ from importlib import import_module
 from ._registry import REGISTRY, Primitive, shim_dir, simulating
 from .address import addr
 
-MODULES = ("cp_async", "mbarrier", "fence", "bulk", "bulk_tensor", "cluster", "warp", "wgmma", "barrier")
+MODULES = ("cp_async", "mbarrier", "fence", "bulk", "bulk_tensor", "cluster", "warp", "wgmma", "barrier", "convert")
 
 for _stem in MODULES:
     _mod = import_module(f"{__name__}.{_stem}")

@@ -116,10 +116,26 @@ def mbarrier_inval(addr):
 
 @primitive("void(uint32)", ptx="mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote_addr];", isa=80,
            sm=90, who="each arriving thread, in any CTA of the cluster",
-           sass=("SYNCS.ARRIVE.TRANS64.RED.A1T0",))
-def mbarrier_arrive_shared_cluster(remote_addr):
+           sass=("SYNCS.ARRIVE.TRANS64.RED.A1T0", "MEMBAR.ALL.GPU"))
+def mbarrier_arrive_release_cluster_shared_cluster(remote_addr):
     """One arrival, with release semantics at cluster scope, on a barrier that may live in another CTA
     of the cluster: ``remote_addr`` is its 32-bit ``.shared::cluster`` address from
-    ``mapa_shared_cluster(addr(bars, i), rank)``. This is how a consumer CTA hands a buffer back to a
-    producer CTA. No state is returned (a remote barrier's phase cannot be waited on from here)."""
-    _sim_cluster.arrive_remote(remote_addr)
+    ``mapa_shared_cluster(addr(bars, i), rank)``. Every earlier memory access of the thread is ordered
+    before the arrival for the whole cluster: data this thread wrote (into its own or a peer's shared
+    memory) is visible to whoever acquires the barrier's phase. The price: ptxas fences with
+    ``MEMBAR.ALL.GPU``, which waits for the thread's outstanding global stores too. To hand back a
+    buffer that was only read, ``mbarrier_arrive_shared_cluster`` is enough. No state is returned (a
+    remote barrier's phase cannot be waited on from here)."""
+    _sim_cluster.arrive_remote(remote_addr, "mbarrier_arrive_release_cluster_shared_cluster")
+
+
+@primitive("void(uint32)", ptx="mbarrier.arrive.shared::cluster.b64 _, [remote_addr];", isa=80,
+           sm=90, who="each arriving thread, in any CTA of the cluster",
+           sass=("SYNCS.ARRIVE.TRANS64.RED.A1T0",))
+def mbarrier_arrive_shared_cluster(remote_addr):
+    """One arrival on a barrier that may live in another CTA of the cluster (``remote_addr`` from
+    ``mapa_shared_cluster``), with the default semantics, release at CTA scope: a bare ``SYNCS.ARRIVE``,
+    no fence. This is how a consumer hands a ring slot back to a producer CTA once its reads of the slot
+    are complete (loaded values in registers, or ``wgmma_wait_group`` returned): nothing it wrote needs
+    publishing. Data written for a peer needs ``mbarrier_arrive_release_cluster_shared_cluster``."""
+    _sim_cluster.arrive_remote(remote_addr, "mbarrier_arrive_shared_cluster")

@@ -151,6 +151,12 @@ def test_kernel_sass(name):
         assert loads == ["UTMALDG.2D"] * (1 + (1 if cfg["b_kmajor"] else n // G.BOX_N))
     for prefix in ("SYNCS.PHASECHK.TRANS64.TRYWAIT", "SYNCS.ARRIVE.TRANS64", "SYNCS.EXCH.64"):
         assert any(o.startswith(prefix) for o in ops), prefix
+    # slots go back with bare remote arrivals: the only GPU-scope fences are the cluster barriers' (at
+    # the start and the end), none in the loop (a MEMBAR.ALL.GPU per release cost 0.4x of cuBLAS)
+    assert ops.count("MEMBAR.ALL.GPU") == ops.count("UCGABAR_ARV"), [o for o in ops if o.startswith(("MEMBAR", "UCGA"))]
+    # bf16 C: two accumulators to one word by one F2FP each (numba's scalar bf16 helpers linked a file
+    # that kept the kernel out of the disk cache)
+    assert ops.count("F2FP.BF16.F32.PACK_AB") == (G.W.accumulators(n) // 2 if cfg["c_bf16"] else 0)
     # the register hand-over: 40 for the producer, 232 for the consumers
     assert re.findall(r"USETMAXREG\.DEALLOC\.CTAPOOL (0x[0-9a-f]+)", sass) == [hex(G.PRODUCER_REGS)]
     assert re.findall(r"USETMAXREG\.TRY_ALLOC\.CTAPOOL UP\d, (0x[0-9a-f]+)", sass) == [hex(G.CONSUMER_REGS)]

@@ -13,8 +13,8 @@ from tests.sass import assert_sass
 STAGES = 3
 ROUNDS = 10                 # > STAGES: every slot is reused and the phases flip
 SLOT = 128                  # floats per slot: one per consumer thread
-CONSUMER_WARPS = 4
-THREADS = 32 * (1 + CONSUMER_WARPS)   # warp 0 produces, warps 1..4 consume
+CONSUMERS = 128             # warps 1..4: one thread per float of a slot
+THREADS = 32 + CONSUMERS    # warp 0 produces (its thread 0), warps 1..4 consume
 
 
 def make_ring_kernel(cluster_size):
@@ -25,8 +25,8 @@ def make_ring_kernel(cluster_size):
         t = cuda.threadIdx.x
         base = (cuda.blockIdx.x * ROUNDS) * SLOT
         if t == 0:
-            # full: the producer's one arrival; empty: one release per consumer warp of every CTA
-            pipeline_init(full, empty, STAGES, 1, CONSUMER_WARPS * cluster_size)
+            # full: the producer's one arrival; empty: one release per consumer thread of every CTA
+            pipeline_init(full, empty, STAGES, 1, CONSUMERS * cluster_size)
         if cluster_size == 1:
             cuda.syncthreads()
         else:   # peers release into this CTA's empty barriers: their inits must be visible cluster-wide
@@ -47,9 +47,7 @@ def make_ring_kernel(cluster_size):
             for k in range(ROUNDS):
                 consumer_wait(full, st)
                 dst[base + k * SLOT + c] = slots[st.stage, c] * float32(2)
-                cuda.syncwarp()                           # the warp's reads, before its lane 0 releases
-                if c % 32 == 0:
-                    consumer_release(empty, st, cluster_size)
+                consumer_release(empty, st, cluster_size)   # each thread hands back what it read
                 st = advance(st, STAGES)
         if cluster_size > 1:   # no CTA exits while a peer may still release into its barriers
             ptx.barrier_cluster_arrive()
@@ -70,7 +68,7 @@ def test_ring_sass():
 
 @pytest.mark.sass
 def test_cluster_ring_sass():
-    """cluster_size 2: each consumer warp releases through .shared::cluster addresses (remote arrives)."""
+    """cluster_size 2: each consumer thread releases through .shared::cluster addresses (remote arrives)."""
     assert_sass(make_ring_kernel(2), ARGS, has=("SYNCS.ARRIVE.TRANS64.RED.A1T0", "UCGABAR_ARV", "UCGABAR_WAIT",
                                                "SYNCS.PHASECHK.TRANS64.TRYWAIT"))
 

@@ -83,6 +83,10 @@ def sass_arrive_shared_cluster(args, states):
     ptx.mbarrier_arrive_shared_cluster(args[cuda.threadIdx.x])
 
 
+def sass_arrive_release_cluster_shared_cluster(args, states):
+    ptx.mbarrier_arrive_release_cluster_shared_cluster(args[cuda.threadIdx.x])
+
+
 SASS = {
     "mbarrier_init": sass_init,
     "mbarrier_arrive": sass_arrive,
@@ -94,6 +98,7 @@ SASS = {
     "mbarrier_wait_parity": sass_wait_parity,
     "mbarrier_inval": sass_inval,
     "mbarrier_arrive_shared_cluster": sass_arrive_shared_cluster,
+    "mbarrier_arrive_release_cluster_shared_cluster": sass_arrive_release_cluster_shared_cluster,
 }
 
 
@@ -105,6 +110,16 @@ def test_sass(name):
     # Prefixes overlap (SYNCS.ARRIVE.TRANS64 opens every arrive): each kernel must hold its own
     # primitive's opcode exactly, not only a longer one that starts with it.
     assert ops[0] in cubin.opcodes, f"{ops[0]} missing (exact) from SASS:\n{cubin.sass}"
+
+
+@pytest.mark.sass
+def test_remote_arrive_without_release_has_no_fence():
+    """The default (.release.cta) remote arrive is a bare SYNCS.ARRIVE; .release.cluster costs a
+    MEMBAR.ALL.GPU, which in a GEMM's consumer loop waits for every outstanding store of C."""
+    plain = assert_sass(sass_arrive_shared_cluster, (u32, u64), has=("SYNCS.ARRIVE.TRANS64.RED.A1T0",))
+    assert not any(op.startswith("MEMBAR") for op in plain.opcodes), plain.sass
+    fenced = assert_sass(sass_arrive_release_cluster_shared_cluster, (u32, u64), has=("MEMBAR.ALL.GPU",))
+    assert fenced.opcodes.index("MEMBAR.ALL.GPU") < fenced.opcodes.index("SYNCS.ARRIVE.TRANS64.RED.A1T0")
 
 
 @pytest.mark.sass
@@ -261,7 +276,7 @@ def remote_arrive_kernel(src, dst, done):
     cuda.syncthreads()
     remote = ptx.mapa_shared_cluster(bar, ptx.cluster_ctarank())
     smem[t] = src[base + t] * np.float32(2)
-    ptx.mbarrier_arrive_shared_cluster(remote)         # release (cluster scope): the store above goes first
+    ptx.mbarrier_arrive_release_cluster_shared_cluster(remote)   # cluster-scope release: the store goes first
     ok = 0
     for _ in range(TRIES):                             # a bounded wait; acquire: every store is visible
         if ptx.mbarrier_try_wait_parity(bar, 0) != 0:

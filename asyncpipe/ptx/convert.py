@@ -1,0 +1,17 @@
+"""Number-format conversions a kernel's epilogue needs.
+
+``cvt_rn_bf16x2_f32`` turns two fp32 accumulators into the two bfloat16 halves of one 32-bit word, in
+one instruction: the word a bf16 C is stored in, two columns at a time.
+"""
+
+from ..sim.prim import convert as _sim
+from ._registry import primitive
+
+
+@primitive("uint32(float32, float32)", ptx="cvt.rn.bf16x2.f32 d, a, b;", isa=70, sm=80, who="each thread",
+           sass=("F2FP.BF16.F32.PACK_AB",))
+def cvt_rn_bf16x2_f32(a, b):
+    """Returns the bfloat16 of ``a`` (rounded to nearest, ties to even) in the upper 16 bits and that of
+    ``b`` in the lower 16: in memory (little-endian) ``b`` comes first, so ``cvt_rn_bf16x2_f32(x1, x0)``
+    stores the pair x0, x1. NaN stays NaN. ``asyncpipe.bf16.bf16_bits`` rounds the same way on the host."""
+    return _sim.cvt_rn_bf16x2_f32(a, b)

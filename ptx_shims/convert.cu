@@ -1,0 +1,12 @@
+// Conversions between number formats (PTX ISA 7.0, sm_80).
+#include "common.cuh"
+
+// cvt.rn.bf16x2.f32 d, a, b;   (PTX ISA 7.0, sm_80)
+// Rounds a and b to bfloat16 (nearest, ties to even) and packs them into one 32-bit word: a in the
+// upper half, b in the lower. One F2FP instruction for two values, where two scalar conversions and
+// the packing would take four.
+extern "C" __device__ unsigned ap_cvt_rn_bf16x2_f32(float a, float b) {
+  unsigned d;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(a), "f"(b));
+  return d;
+}

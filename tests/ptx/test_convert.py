@@ -1,0 +1,53 @@
+"""cvt.rn.bf16x2.f32: SASS offline, then bit-exact against the host's rounding on the GPU (and, in the
+simulator run, on the simulator): ties, subnormals, infinities, NaN and random values."""
+
+import numpy as np
+import pytest
+from numba import cuda
+from numba.cuda import types
+
+from asyncpipe import ptx
+from asyncpipe.bf16 import bf16_bits
+from tests.sass import assert_sass
+
+f32 = types.float32[::1]
+u32 = types.uint32[::1]
+
+SPECIAL = np.array([0.0, -0.0, 1.0, 1 + 2**-8, 1 + 3 * 2**-8, -(1 + 2**-8), 3.0e38, -3.4e38, 1e-40, -1e-45,
+                    np.inf, -np.inf, np.nan, 65504.0, 2**-126], np.float32)
+POISON = 0xDEADBEEF
+
+
+def pack_kernel(x, out):
+    """out[i] = the bf16 pair (x[2i], x[2i+1]) as stored in memory: x[2i] in the lower half."""
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = ptx.cvt_rn_bf16x2_f32(x[2 * i + 1], x[2 * i])
+
+
+@pytest.mark.sass
+def test_cvt_sass():
+    cubin = assert_sass(pack_kernel, (f32, u32), has=ptx.REGISTRY["cvt_rn_bf16x2_f32"].sass)
+    assert cubin.count("F2FP.BF16.F32.PACK_AB") == 1, cubin.sass
+
+
+def values(rng):
+    x = np.concatenate([SPECIAL, rng.standard_normal(512).astype(np.float32) * np.float32(1e3),
+                        rng.standard_normal(512).astype(np.float32)])
+    return x if x.size % 2 == 0 else np.append(x, np.float32(0.5))
+
+
+def expected(x):
+    return bf16_bits(x).view(np.uint32)     # little-endian: element 2i in the lower half of word i
+
+
+def run_pack(x):
+    out = cuda.to_device(np.full(x.size // 2, POISON, np.uint32))
+    cuda.jit(pack_kernel)[(out.size + 127) // 128, 128](cuda.to_device(x), out)
+    return out.copy_to_host()
+
+
+@pytest.mark.gpu
+def test_cvt_matches_host_rounding_gpu(rng):
+    x = values(rng)
+    np.testing.assert_array_equal(run_pack(x), expected(x))
