@@ -17,6 +17,7 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--reference", help="folder of the chapter's .cu programs, built with nvcc as yardsticks")
     bench.add_argument("--quick", action="store_true", help="small sizes, fewer configurations")
     bench.add_argument("--sgemm-stages", help="comma-separated cp.async stage counts to time (default 2,3,4,5)")
+    bench.add_argument("--only", help="comma-separated parts to run: sgemm, tma, cluster_sum, wgmma (default: all)")
     from .model import cli as timeline_cli
     from .tune import cli as tune_cli
 
@@ -32,7 +33,8 @@ def main(argv: list[str] | None = None) -> int:
         from .bench import run_bench
 
         stages = tuple(int(s) for s in args.sgemm_stages.split(",")) if args.sgemm_stages else None
-        return run_bench(args.json, args.reference, args.quick, stages)
+        only = tuple(args.only.split(",")) if args.only else None
+        return run_bench(args.json, args.reference, args.quick, stages, only)
     if args.command == "timeline":
         return timeline_cli.run(args)
     if args.command == "tune":

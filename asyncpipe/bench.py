@@ -182,13 +182,20 @@ def bench_wgmma(sizes, records: list):
                 _progress(f"wgmma GEMM bf16 n={n} epilogue={epilogue} failed: {type(exc).__name__}: {exc}")
 
 
+PARTS = ("sgemm", "tma", "cluster_sum", "wgmma")
+
+
 def run_bench(json_path: str | None = None, reference: str | None = None, quick: bool = False,
-              sgemm_stages: tuple[int, ...] | None = None) -> int:
+              sgemm_stages: tuple[int, ...] | None = None, only: tuple[str, ...] | None = None) -> int:
+    """Times the parts named in ``only`` (``PARTS``; all when None), prints the table, writes the JSON."""
+    unknown = set(only or ()) - set(PARTS)
+    if unknown:
+        raise SystemExit(f"bench: --only takes {', '.join(PARTS)}; got {', '.join(sorted(unknown))}")
     dev = cuda.get_current_device()
     gpu = dev.name.decode() if isinstance(dev.name, bytes) else str(dev.name)
     n = 1024 if quick else 4096
     ref = {}
-    if reference:
+    if reference and (only is None or {"sgemm", "tma", "cluster_sum"} & set(only)):
         from .reference import run_reference
 
         _progress(f"building and running the chapter's nvcc programs from {reference}")
@@ -200,6 +207,8 @@ def run_bench(json_path: str | None = None, reference: str | None = None, quick:
                        (bench_tma, (4096 if quick else 16384, yard, ref, records)),
                        (bench_cluster_sum, (1 << (24 if quick else 29), yard, ref, records)),
                        (bench_wgmma, ((1024,) if quick else (4096, 8192), records))):
+        if only is not None and part.__name__.removeprefix("bench_") not in only:
+            continue
         try:
             part(*args)
         except Exception as exc:  # noqa: BLE001 - one broken kernel must not hide the others' figures
@@ -207,7 +216,7 @@ def run_bench(json_path: str | None = None, reference: str | None = None, quick:
             records.append(dict(kernel=part.__name__, error=f"{type(exc).__name__}: {exc}", vs={}))
 
     first_call = {}
-    if not quick:
+    if not quick and only is None:
         _progress("first calls in new processes: cold (compiling), then warm (numba's disk cache)")
         try:
             from .first_call import measure
