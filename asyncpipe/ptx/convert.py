@@ -13,5 +13,6 @@ from ._registry import primitive
 def cvt_rn_bf16x2_f32(a, b):
     """Returns the bfloat16 of ``a`` (rounded to nearest, ties to even) in the upper 16 bits and that of
     ``b`` in the lower 16: in memory (little-endian) ``b`` comes first, so ``cvt_rn_bf16x2_f32(x1, x0)``
-    stores the pair x0, x1. NaN stays NaN. ``asyncpipe.bf16.bf16_bits`` rounds the same way on the host."""
+    stores the pair x0, x1. ``asyncpipe.bf16.bf16_bits`` rounds the same way on the host; a NaN becomes
+    the canonical NaN 0x7FFF (the host keeps its sign and payload)."""
     return _sim.cvt_rn_bf16x2_f32(a, b)
