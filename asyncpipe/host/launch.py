@@ -218,29 +218,41 @@ def _set_kernel_attribute(cufunc, attribute: str, value: int, device_id: int) ->
                 f"cuKernelSetAttribute({attribute}={value})")
 
 
-def launch(kernel, grid, block, *args, cluster=None, shared_mem: int = 0, stream=0, nonportable: bool = False):
-    """Launch the numba ``@cuda.jit`` kernel ``kernel(*args)`` on ``grid`` x ``block``.
+class PreparedLaunch:
+    """A checked launch with its arguments marshalled: calling it launches the kernel again, with no
+    Python argument handling and no checks (a call costs cuda.core's launch alone). ``config`` is the
+    ``LaunchConfig``. The marshalled arguments hold raw device pointers only: the caller keeps the
+    arrays alive (``keep``: objects the launch holds on to, such as tensor maps)."""
 
-    - ``grid``: blocks (not clusters), an int or a 1-3 tuple; with ``cluster`` a multiple of it.
-    - ``block``: threads per block, an int or a 1-3 tuple.
-    - ``cluster``: CTAs per cluster (needs compute capability 9.0): at most 8, or 16 with
-      ``nonportable=True`` (sets ``CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED``).
-    - ``shared_mem``: bytes of dynamic shared memory per block (``cuda.shared.array(0, dtype)``);
-      above 48 KB (with the static part) the kernel is opted in through
-      ``CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES``, up to the device's opt-in limit.
-    - ``stream``: 0 (the default stream), a numba stream or a cuda.core stream.
+    __slots__ = ("config", "_run", "keep")
 
-    Everything is checked first (``check_kernel``, ``check_launch``, then ``check_compiled``), each
-    failure an ``AsyncpipeError`` or ``UnsupportedDeviceError``. Returns the ``LaunchConfig``.
-    """
+    def __init__(self, config: LaunchConfig, run, keep=()):
+        self.config, self._run, self.keep = config, run, tuple(keep)
+
+    def __call__(self) -> None:
+        self._run()
+
+
+def prepare_launch(kernel, grid, block, *args, cluster=None, shared_mem: int = 0, stream=0,
+                   nonportable: bool = False, keep=(), _once: bool = False) -> PreparedLaunch:
+    """``launch``'s checks, compilation, opt-ins and argument marshalling, done once: the returned
+    ``PreparedLaunch`` launches ``kernel(*args)`` each time it is called. Every argument must live on
+    the device already (a host array would need a copy back after each launch): an
+    ``AsyncpipeError`` says so. Kernel functions keep these per problem (``PlanCache``), so a repeated
+    call costs microseconds of Python instead of the hundreds that the checks and numba's argument
+    handling take (measured on the H200: 417 us per ``wgmma_gemm`` call, longer than the kernel at
+    4096^3)."""
     # --- asyncpipe simulator (NUMBA_ENABLE_CUDASIM=1): the same checks, then the CPU engine ----------
     from ..ptx._registry import simulating
 
     if simulating():
+        import functools
+
         from ..sim.host import launch as sim_launch
 
-        return sim_launch(kernel, grid, block, *args, cluster=cluster, shared_mem=shared_mem, stream=stream,
-                          nonportable=nonportable)
+        run = functools.partial(sim_launch, kernel, grid, block, *args, cluster=cluster, shared_mem=shared_mem,
+                                stream=stream, nonportable=nonportable)
+        return PreparedLaunch(None, run, keep)
     # --- end of the simulator's block -------------------------------------------------------------
     from cuda.core import LaunchConfig as CoreLaunchConfig
     from cuda.core import launch as core_launch
@@ -268,6 +280,9 @@ def launch(kernel, grid, block, *args, cluster=None, shared_mem: int = 0, stream
     retr, kernelargs = [], []   # retr: write-backs of host arrays copied to the device
     for t, v in zip(kern.argument_types, args):
         kern._prepare_args(t, v, core_stream, retr, kernelargs)
+    check(_once or not retr, API, "a prepared launch takes device arrays only (a host array is copied to the "
+          "device once, when prepared, and its copy would go stale)",
+          f"{len(retr)} host array argument(s)", "numba.cuda.to_device")
 
     if config.cluster is None:
         core_config = CoreLaunchConfig(grid=config.grid, block=config.block, shmem_size=config.shared_mem,
@@ -275,8 +290,41 @@ def launch(kernel, grid, block, *args, cluster=None, shared_mem: int = 0, stream
     else:   # cuda.core counts grid in clusters once cluster is given
         core_config = CoreLaunchConfig(grid=config.clusters, cluster=config.cluster, block=config.block,
                                        shmem_size=config.shared_mem, is_cooperative=kern.cooperative)
-    core_launch(core_stream, core_config, cufunc.kernel, *kernelargs)
+    kernelargs = tuple(kernelargs)
 
-    for writeback in retr:
-        writeback()
-    return config
+    def run():
+        core_launch(core_stream, core_config, cufunc.kernel, *kernelargs)
+        for writeback in retr:
+            writeback()
+
+    return PreparedLaunch(config, run, (*keep, stream, kern))
+
+
+def launch(kernel, grid, block, *args, cluster=None, shared_mem: int = 0, stream=0, nonportable: bool = False):
+    """Launch the numba ``@cuda.jit`` kernel ``kernel(*args)`` on ``grid`` x ``block``.
+
+    - ``grid``: blocks (not clusters), an int or a 1-3 tuple; with ``cluster`` a multiple of it.
+    - ``block``: threads per block, an int or a 1-3 tuple.
+    - ``cluster``: CTAs per cluster (needs compute capability 9.0): at most 8, or 16 with
+      ``nonportable=True`` (sets ``CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED``).
+    - ``shared_mem``: bytes of dynamic shared memory per block (``cuda.shared.array(0, dtype)``);
+      above 48 KB (with the static part) the kernel is opted in through
+      ``CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES``, up to the device's opt-in limit.
+    - ``stream``: 0 (the default stream), a numba stream or a cuda.core stream.
+
+    Everything is checked first (``check_kernel``, ``check_launch``, then ``check_compiled``), each
+    failure an ``AsyncpipeError`` or ``UnsupportedDeviceError``. Host arrays are copied to the device
+    and back, as numba's own launch does. Returns the ``LaunchConfig`` (in the simulator, what its
+    launch returns). To launch the same thing many times, ``prepare_launch`` once.
+    """
+    from ..ptx._registry import simulating
+
+    if simulating():
+        from ..sim.host import launch as sim_launch
+
+        return sim_launch(kernel, grid, block, *args, cluster=cluster, shared_mem=shared_mem, stream=stream,
+                          nonportable=nonportable)
+    prepared = prepare_launch(kernel, grid, block, *args, cluster=cluster, shared_mem=shared_mem, stream=stream,
+                              nonportable=nonportable, _once=True)
+    prepared()
+    return prepared.config

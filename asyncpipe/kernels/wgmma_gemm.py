@@ -67,6 +67,7 @@ from .. import ptx
 from ..bf16 import bf16_bits, bf16_to_float32  # noqa: F401 - the host side of bf16 C, re-exported
 from ..constants import BULK_SMEM_ALIGN_TENSOR
 from ..errors import check
+from ..host.plans import PlanCache
 from ..jit_cache import jit
 from ..pipeline import (advance, consumer_release, consumer_wait, pipeline_init, pipeline_state, producer_acquire,
                         producer_commit)
@@ -456,15 +457,30 @@ def wgmma_gemm(A, B, C=None, stages=4, *, block_n=256, cluster=2, b_transposed=F
       "tma")``).
     Any M; N and K multiples of 8. Bad input raises ``AsyncpipeError`` before anything runs.
     """
-    from ..host import device_info, launch
+    from ..host.plans import array_key, option_key, run_plan
 
-    a, b = _matrix("A", A), _matrix("B", B)
     if C is None:
+        a, b = _matrix("A", A), _matrix("B", B)
         check(out_dtype in ("bfloat16", "float32"), API, "out_dtype must be 'bfloat16' or 'float32'", repr(out_dtype))
         m = a.shape[0] if a.ndim == 2 else 0
         n = (b.shape[0] if b_transposed else b.shape[1]) if b.ndim == 2 else 0
         C = cuda.device_array((m, n), np.uint16 if out_dtype == "bfloat16" else np.float32, stream=stream or 0)
-    c = _matrix("C", C)
+    key = (array_key(A), array_key(B), array_key(C),
+           *option_key(stages, block_n, cluster, b_transposed, epilogue), id(stream) if stream else 0)
+    run_plan(_plans, key, lambda: _plan(A, B, C, stages, block_n, cluster, b_transposed, epilogue, stream))
+    return C
+
+
+_plans = PlanCache()
+
+
+def _plan(A, B, C, stages, block_n, cluster, b_transposed, epilogue, stream):
+    """Every check, the tensor maps, the grid and the marshalled launch of one problem (a
+    ``PreparedLaunch``, kept in ``_plans`` for the next call with the same arrays and options)."""
+    from ..host import device_info
+    from ..host.launch import prepare_launch
+
+    a, b, c = _matrix("A", A), _matrix("B", B), _matrix("C", C)
     info = device_info(API)
     M, N, K, ab, c_bf16 = check_wgmma_gemm(a.shape, a.dtype.name, b.shape, b.dtype.name, c.shape, c.dtype.name,
                                            stages=stages, block_n=block_n, cluster=cluster,
@@ -483,10 +499,10 @@ def wgmma_gemm(A, B, C=None, stages=4, *, block_n=256, cluster=2, b_transposed=F
     flat = c.reshape(M * N)
     out = flat.view(np.uint32) if c_bf16 else flat
     kernel = _jit(block_n, int(stages), cluster, ab, bool(b_transposed), c_bf16, epilogue)
-    launch(kernel, clusters * cluster, THREADS, tma_a, tma_b, tma_c, out, np.int32(M), np.int32(N), np.int32(K),
-           np.int32(tiles_m), np.int32(tiles_n), cluster=cluster if cluster > 1 else None,
-           shared_mem=shared_bytes(block_n, int(stages), epilogue), stream=stream)
-    return C
+    return prepare_launch(kernel, clusters * cluster, THREADS, tma_a, tma_b, tma_c, out, np.int32(M), np.int32(N),
+                          np.int32(K), np.int32(tiles_m), np.int32(tiles_n), cluster=cluster if cluster > 1 else None,
+                          shared_mem=shared_bytes(block_n, int(stages), epilogue), stream=stream,
+                          keep=(tma_a, tma_b, tma_c))
 
 
 _maps: "OrderedDict[tuple, object]" = OrderedDict()

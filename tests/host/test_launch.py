@@ -14,7 +14,7 @@ from asyncpipe import ptx
 from asyncpipe.errors import AsyncpipeError, UnsupportedDeviceError
 from asyncpipe.host import (DeviceInfo, LaunchConfig, check_cc, check_compiled, check_kernel, check_launch,
                             device_info, launch, require_cc)
-from asyncpipe.host.launch import _select_overload
+from asyncpipe.host.launch import _select_overload, prepare_launch
 from tests.conftest import gpu_cc
 from tests.ptx.test_cluster import SREGS, expected_sregs, sreg_kernel
 
@@ -478,6 +478,29 @@ def test_stream_gpu(rng):
     launch(cuda.jit(axpy_kernel), n // 128, 128, 2, cuda.to_device(x, stream=stream), y, n, stream=stream)
     stream.synchronize()
     np.testing.assert_array_equal(y.copy_to_host(), 2 * x)
+
+
+@pytest.mark.gpu
+def test_prepared_launch_runs_again_gpu(rng):
+    """A prepared launch runs the kernel each time it is called, with the arguments it was given."""
+    n = 1000
+    x = rng.integers(-1000, 1000, n).astype(np.int32)
+    y0 = rng.integers(-1000, 1000, n).astype(np.int32)
+    y = cuda.to_device(y0)
+    prepared = prepare_launch(cuda.jit(axpy_kernel), 4, 256, np.int32(3), cuda.to_device(x), y, n)
+    np.testing.assert_array_equal(y.copy_to_host(), y0)            # preparing launches nothing
+    for _ in range(3):
+        prepared()
+    np.testing.assert_array_equal(y.copy_to_host(), 9 * x + y0)
+    assert prepared.config.grid == (4, 1, 1)
+
+
+@pytest.mark.gpu
+def test_prepared_launch_refuses_host_arrays_gpu(rng):
+    with pytest.raises(AsyncpipeError) as exc:
+        prepare_launch(cuda.jit(axpy_kernel), 4, 256, np.int32(3), cuda.to_device(np.zeros(8, np.int32)),
+                       np.zeros(8, np.int32), 8)
+    raises(exc, "a prepared launch takes device arrays only", "got 1 host array argument(s)")
 
 
 @pytest.mark.gpu

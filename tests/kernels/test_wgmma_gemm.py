@@ -234,6 +234,27 @@ def test_wgmma_gemm_gpu(config, shape, epilogue, rng):
 
 @pytest.mark.gpu
 @pytest.mark.hopper
+def test_plans_are_reused_and_follow_the_arrays_gpu(rng):
+    """A repeated call reuses its plan (no checks, no marshalling); a new C (another address) gets its
+    own plan and its own result; a bad call after good ones is still refused."""
+    G._plans.clear()
+    xa, b, want = random_operands(rng, 256, 256, 128, "bf16", False)
+    a, bd = cuda.to_device(xa), cuda.to_device(b)
+    c1, c2 = (cuda.to_device(np.full((256, 256), 0x7FC0, np.uint16)) for _ in range(2))
+    wgmma_gemm(a, bd, c1)
+    wgmma_gemm(a, bd, c1)
+    assert len(G._plans) == 1
+    wgmma_gemm(a, bd, c2)
+    assert len(G._plans) == 2
+    for c in (c1, c2):
+        got = bf16_to_float32(c.copy_to_host()).astype(np.float64)
+        np.testing.assert_allclose(got, want, rtol=2e-2, atol=2e-2 * np.abs(want).max())
+    with pytest.raises(AsyncpipeError, match="stages must be an integer"):
+        wgmma_gemm(a, bd, c1, stages=4.0)
+
+
+@pytest.mark.gpu
+@pytest.mark.hopper
 @pytest.mark.parametrize("epilogue", G.EPILOGUES)
 def test_wgmma_gemm_stores_stay_inside_c_gpu(epilogue, rng):
     """Clipped stores: C is the head of a larger poisoned buffer, and the tail keeps its poison

@@ -1,0 +1,72 @@
+"""Per-problem launch plans: what a kernel function works out from its arguments (checks, tensor
+maps, grid, the marshalled launch), kept for the next call with the same arguments.
+
+A plan is keyed on what the arrays *are* to the GPU (address, shape, strides, element type: their
+``__cuda_array_interface__``) and on the call's options, never on the Python objects: a new array
+object viewing the same memory the same way finds the same plan, and a plan holds no array (its
+marshalled arguments are raw pointers), so caching never keeps an array's memory alive. Two arrays
+that are the same to the GPU get the same launch, and that launch is right for both.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+PLAN_CACHE_SIZE = 32
+
+
+def array_key(x) -> tuple | None:
+    """``x`` as the GPU sees it: (address, shape, strides, typestr); None for what has no
+    ``__cuda_array_interface__`` (the kernel function's own checks then report it)."""
+    cai = getattr(x, "__cuda_array_interface__", None)
+    if cai is None:
+        return None
+    return cai["data"][0], tuple(cai["shape"]), tuple(cai.get("strides") or ()), cai["typestr"]
+
+
+class PlanCache:
+    """A small LRU map from a call's key to its plan (any object, typically a ``PreparedLaunch``)."""
+
+    def __init__(self, size: int = PLAN_CACHE_SIZE):
+        self.size = size
+        self._plans: OrderedDict = OrderedDict()
+
+    def get(self, key):
+        plan = self._plans.get(key)
+        if plan is not None:
+            self._plans.move_to_end(key)
+        return plan
+
+    def put(self, key, plan):
+        self._plans[key] = plan
+        self._plans.move_to_end(key)
+        while len(self._plans) > self.size:
+            self._plans.popitem(last=False)
+        return plan
+
+    def clear(self) -> None:
+        self._plans.clear()
+
+    def __len__(self) -> int:
+        return len(self._plans)
+
+
+def option_key(*options) -> tuple:
+    """Options as a key that tells 4 from 4.0 and True from 1 (the checks refuse some of them)."""
+    return tuple((type(v), v) for v in options)
+
+
+def run_plan(cache: PlanCache, key: tuple, build) -> None:
+    """Launch the plan for ``key``, building it with ``build()`` (which checks everything and returns a
+    ``PreparedLaunch``) the first time. Keys with an array that has no ``__cuda_array_interface__``
+    (None) are never cached: ``build`` reports them. The simulator builds every time (its launches
+    run the checks and the CPU engine anyway)."""
+    from ..ptx._registry import simulating
+
+    if simulating() or None in key:
+        build()()
+        return
+    plan = cache.get(key)
+    if plan is None:
+        plan = cache.put(key, build())
+    plan()
