@@ -33,9 +33,17 @@ THREADS = (BM * BN) // (TM * TN)          # 256
 TILE_FLOATS = BM * BK + BK * BN           # one stage of A and B tiles
 STAGE_BYTES = TILE_FLOATS * 4             # 8 KiB: the chapter's exercise answer
 MIN_STAGES, MAX_STAGES = 2, 8
-# (maxntid, minnctapersm): two CTAs of 256 threads per SM cap a thread at 128 registers, which the
-# interior kernel fits; the edge kernel's bounds arithmetic would spill under that cap, so it gets one
-LAUNCH_BOUNDS = (THREADS, 2)
+# A thread's 8 x 8 block of C: rows thread_row * TM + i as in the chapter, but columns
+# thread_col * 4 + j and BN/2 + thread_col * 4 + j (j < 4) rather than 8 contiguous ones: a warp's
+# 16-byte reads of a B-tile row then cover 256 contiguous bytes (two shared-memory wavefronts)
+# instead of 512 bytes at a 32-byte stride (four).
+# (maxntid[, minnctapersm]): two CTAs of 256 threads per SM need at most 128 registers a thread. The
+# interior kernel gets there without being told (tests/kernels/test_sgemm.py checks it); capping it
+# with minnctapersm 2, as before, made ptxas pack the accumulators into register banks that
+# conflict (36-46 FFMA with three sources in one bank per tile against nvcc's 2-5). The edge
+# kernel's bounds arithmetic would spill under the cap, so it gets one CTA.
+LAUNCH_BOUNDS = (THREADS,)
+CTAS_PER_SM = 2                           # what the interior kernel's 128 registers allow
 LAUNCH_BOUNDS_EDGES = (THREADS, 1)
 
 
@@ -54,71 +62,80 @@ def sgemm_cp_async(M, N, K, alpha, A, B, beta, C):
 
     # Element e of a row-major tile sits at row e // width, column e % width; each thread copies
     # VEC_A (VEC_B) consecutive elements of A (B) per step: 16 bytes when the matrix's rows allow it.
-    # Outside the matrix a copy reads 0 bytes (zero fill) from element 0.
-    def issue(stage, kt):                             # one tile of A (BM x BK) and B (BK x BN)
+    # Outside the matrix a copy reads 0 bytes (zero fill) from element 0. In the interior the global
+    # offsets of this thread's copies are kept in a_src, b_src and advanced by one tile per step
+    # instead of being recomputed from kt (a 64-bit multiply per tile).
+    def issue(stage, kt, a_src, b_src):               # one tile of A (BM x BK) and B (BK x BN)
         k0 = kt * BK
-        base = stage * TILE_FLOATS
         for r in unroll(BM * BK // (THREADS * VEC_A)):
             e = (r * THREADS + tid) * VEC_A
-            gr = row0 + e // BK
-            gc = k0 + e % BK
             if EDGES:
+                gr = row0 + e // BK
+                gc = k0 + e % BK
                 nbytes = max(0, min(VEC_A, K - gc)) * 4 if gr < M else 0
                 src = gr * K + gc if nbytes > 0 else 0
-                copy_a(ptx.addr(smem, base + e), ptx.addr(A, src), nbytes)
+                copy_a(ptx.addr(smem, stage + e), ptx.addr(A, src), nbytes)
             else:
-                ptx.cp_async_cg_shared_global_16(ptx.addr(smem, base + e), ptx.addr(A, gr * K + gc))
+                ptx.cp_async_cg_shared_global_16(ptx.addr(smem, stage + e), ptx.addr(A, a_src + r * (THREADS * VEC_A // BK) * K))
         for r in unroll(BK * BN // (THREADS * VEC_B)):
             e = (r * THREADS + tid) * VEC_B
-            gr = k0 + e // BN
-            gc = col0 + e % BN
             if EDGES:
+                gr = k0 + e // BN
+                gc = col0 + e % BN
                 nbytes = max(0, min(VEC_B, N - gc)) * 4 if gr < K else 0
                 src = gr * N + gc if nbytes > 0 else 0
-                copy_b(ptx.addr(smem, base + BM * BK + e), ptx.addr(B, src), nbytes)
+                copy_b(ptx.addr(smem, stage + BM * BK + e), ptx.addr(B, src), nbytes)
             else:
-                ptx.cp_async_cg_shared_global_16(ptx.addr(smem, base + BM * BK + e), ptx.addr(B, gr * N + gc))
+                ptx.cp_async_cg_shared_global_16(ptx.addr(smem, stage + BM * BK + e), ptx.addr(B, b_src + r * (THREADS * VEC_B // BN) * N))
 
+    # interior: this thread's first 16-byte copy of A and of B, at k0 = 0
+    v = tid * 4
+    a_src = (row0 + v // BK) * K + v % BK
+    b_src = (v // BN) * N + col0 + v % BN
     # ---- prologue: tiles 0 .. STAGES-2 in flight, one group each --------------------------------
     for s in range(STAGES - 1):
         if s < num_tiles:
-            issue(s, s)
+            issue(s * TILE_FLOATS, s, a_src, b_src)
         ptx.cp_async_commit_group()
+        a_src += BK
+        b_src += BK * N
 
     acc = registers(TM, TN, dtype=float32)
     # ---- main loop ------------------------------------------------------------------------------
-    # Ring positions: tile kt sits in stage kt % STAGES; counted by wrapping increments (a 64-bit
-    # modulo per tile costs about 25 instructions in SASS).
-    read = 0                                          # stage of tile kt
-    write = STAGES - 1                                # stage of tile kt + STAGES - 1
+    # Ring positions as element offsets into smem: tile kt sits at `read` (stage kt % STAGES); tile
+    # kt + STAGES - 1 goes to the stage tile kt - 1 left, so `write` is the previous `read`. Counted
+    # by a wrapping increment (a 64-bit modulo per tile costs about 25 instructions in SASS).
+    read = 0
+    write = (STAGES - 1) * TILE_FLOATS
     for kt in range(num_tiles):
         ptx.cp_async_wait_group(STAGES - 2)           # tile kt has landed (for this thread) ...
         cuda.syncthreads()                            # ... for every thread; tile kt-1 is consumed
         nxt = kt + STAGES - 1
         if nxt < num_tiles:
-            issue(write, nxt)                         # overwrites the buffer of tile kt-1
+            issue(write, nxt, a_src, b_src)           # overwrites the buffer of tile kt-1
         ptx.cp_async_commit_group()                   # even when empty: keeps group counts aligned
-        a_base = read * TILE_FLOATS + thread_row * TM * BK
-        b_base = read * TILE_FLOATS + BM * BK + thread_col * TN
-        read = read + 1 if read < STAGES - 1 else 0
-        write = write + 1 if write < STAGES - 1 else 0
+        a_src += BK
+        b_src += BK * N
+        a_base = read + thread_row * TM * BK
+        b_base = read + BM * BK + thread_col * 4      # columns thread_col * 4 + j % 4 (+ BN/2 for j >= 4)
         for dot in unroll(BK):
             reg_m = registers(TM)
             reg_n = registers(TN)
             for i in unroll(TM):
-                reg_m[i] = smem[a_base + i * BK + dot]    # LLVM merges these into 16-byte loads
+                reg_m[i] = smem[a_base + i * BK + dot]   # LLVM merges these into LDS.128
             for j in unroll(TN):
-                reg_n[j] = smem[b_base + dot * BN + j]
+                reg_n[j] = smem[b_base + dot * BN + (j // 4) * (BN // 2) + j % 4]
             for i in unroll(TM):
                 for j in unroll(TN):
                     acc[i, j] += reg_m[i] * reg_n[j]
+        write = read
+        read = read + TILE_FLOATS if read < (STAGES - 1) * TILE_FLOATS else 0
     ptx.cp_async_wait_all()                           # nothing in flight at exit
-
     # ---- epilogue: C = alpha * acc + beta * C, predicated at the edges ------------------------
     for i in unroll(TM):
         r = row0 + thread_row * TM + i
         for j in unroll(TN):
-            c = col0 + thread_col * TN + j
+            c = col0 + thread_col * 4 + (j // 4) * (BN // 2) + j % 4
             if not EDGES or (r < M and c < N):
                 if beta == 0:                         # BLAS: C is not read when beta is 0
                     C[r * N + c] = alpha * acc[i, j]
@@ -131,7 +148,8 @@ def sgemm_v4(M, N, K, alpha, A, B, beta, C):
 
     Row-major tiles as in the chapter. In the interior (``EDGES`` false) each thread moves 16 bytes
     of A and 16 of B per tile with one vector load and one vector store each (the C++ ``float4``
-    casts); at the edges, element by element with bounds checks."""
+    casts), from global offsets advanced by one tile per step; at the edges, element by element
+    with bounds checks."""
     smem = cuda.shared.array(TILE_FLOATS, float32, alignment=16)
     tid = cuda.threadIdx.x
     thread_col = tid % (BN // TN)
@@ -155,28 +173,33 @@ def sgemm_v4(M, N, K, alpha, A, B, beta, C):
                 gc = col0 + e % BN
                 smem[BM * BK + e] = B[gr * N + gc] if gr < K and gc < N else float32(0)
         else:
-            a = load_x4(A, a_off + k0)
+            a = load_x4(A, a_off)
             store_x4(smem, v, a[0], a[1], a[2], a[3])
-            b = load_x4(B, b_off + k0 * N)
+            b = load_x4(B, b_off)
             store_x4(smem, BM * BK + v, b[0], b[1], b[2], b[3])
+            a_off += BK
+            b_off += BK * N
         cuda.syncthreads()
+        a_base = thread_row * TM * BK
+        b_base = BM * BK + thread_col * 4             # columns thread_col * 4 + j % 4 (+ BN/2 for j >= 4)
         for dot in unroll(BK):
             reg_m = registers(TM)
             reg_n = registers(TN)
             for i in unroll(TM):
-                reg_m[i] = smem[(thread_row * TM + i) * BK + dot]
+                reg_m[i] = smem[a_base + i * BK + dot]   # LLVM merges these into LDS.128
             for j in unroll(TN):
-                reg_n[j] = smem[BM * BK + dot * BN + thread_col * TN + j]
+                reg_n[j] = smem[b_base + dot * BN + (j // 4) * (BN // 2) + j % 4]
             for i in unroll(TM):
                 for j in unroll(TN):
                     acc[i, j] += reg_m[i] * reg_n[j]
         cuda.syncthreads()
+    # ---- epilogue: C = alpha * acc + beta * C, predicated at the edges ------------------------
     for i in unroll(TM):
         r = row0 + thread_row * TM + i
         for j in unroll(TN):
-            c = col0 + thread_col * TN + j
+            c = col0 + thread_col * 4 + (j // 4) * (BN // 2) + j % 4
             if not EDGES or (r < M and c < N):
-                if beta == 0:
+                if beta == 0:                         # BLAS: C is not read when beta is 0
                     C[r * N + c] = alpha * acc[i, j]
                 else:
                     C[r * N + c] = alpha * acc[i, j] + beta * C[r * N + c]
