@@ -24,6 +24,7 @@ import numpy as np
 from numba import cuda, float32
 
 from .. import ptx
+from ..host.plans import PlanCache
 from ..jit_cache import jit
 from .unroll import registers, unroll, unrolled
 from .vector import load_x4, store_x4
@@ -246,20 +247,40 @@ def sgemm(A, B, C=None, alpha=1.0, beta=0.0, stages=None, variant="cp_async", st
     ``C`` is allocated (and ``beta`` must be 0) when not given. Returns C as a numba device array
     view of the same memory. ``variant`` is ``"cp_async"`` (``stages`` 2..8) or ``"v4"``.
     ``stages=None`` takes the tuner's cached choice for this GPU and problem
-    (``python -m asyncpipe tune sgemm``), else the chapter's 3.
+    (``python -m asyncpipe tune sgemm``), else the chapter's 3. A repeated call with the same arrays
+    and options reuses its launch plan (``asyncpipe.host.plans``): no checks, no argument handling.
     """
-    from ..host.launch import launch
-    from .checks import as_matrix, check_gemm
+    from ..host.plans import array_key, option_key, run_plan
+    from .checks import as_matrix
 
-    a, b = as_matrix("sgemm", "A", A), as_matrix("sgemm", "B", B)
-    M, K = a.shape
-    N = b.shape[1]
+    c_given = C is not None
     if stages is None and variant == "cp_async":
         from ..tune import cached_stages
 
-        stages = cached_stages("sgemm", (M, N, K)) or 3
-    c = cuda.device_array((M, N), np.float32, stream=stream) if C is None else as_matrix("sgemm", "C", C)
-    check_gemm("sgemm", a, b, c, beta if C is not None else 0.0, stages, variant, C is None and beta != 0)
+        ka, kb = array_key(A), array_key(B)
+        shapes_ok = ka is not None and kb is not None and len(ka[1]) == len(kb[1]) == 2
+        stages = (cached_stages("sgemm", (ka[1][0], kb[1][1], ka[1][1])) if shapes_ok else None) or 3
+    if not c_given:
+        a, b = as_matrix("sgemm", "A", A), as_matrix("sgemm", "B", B)
+        C = cuda.device_array((a.shape[0], b.shape[1]), np.float32, stream=stream)
+    key = (array_key(A), array_key(B), array_key(C), *option_key(alpha, beta, stages, variant, c_given),
+           id(stream) if stream else 0)
+    run_plan(_plans, key, lambda: _plan(A, B, C, alpha, beta, stages, variant, stream, c_given))
+    return C if not c_given else as_matrix("sgemm", "C", C)
+
+
+_plans = PlanCache()
+
+
+def _plan(A, B, C, alpha, beta, stages, variant, stream, c_given):
+    """The checks, the variant's kernel and the marshalled launch of one problem (``_plans``)."""
+    from ..host.launch import prepare_launch
+    from .checks import as_matrix, check_gemm
+
+    a, b, c = as_matrix("sgemm", "A", A), as_matrix("sgemm", "B", B), as_matrix("sgemm", "C", C)
+    M, K = a.shape
+    N = b.shape[1]
+    check_gemm("sgemm", a, b, c, beta if c_given else 0.0, stages, variant, not c_given and beta != 0)
     # 16-byte copies need 16-byte aligned rows: K (N) a multiple of 4 and A (B) 16-byte aligned
     vec_a = 4 if K % 4 == 0 and a.device_ctypes_pointer.value % 16 == 0 else 1
     vec_b = 4 if N % 4 == 0 and b.device_ctypes_pointer.value % 16 == 0 else 1
@@ -268,7 +289,6 @@ def sgemm(A, B, C=None, alpha=1.0, beta=0.0, stages=None, variant="cp_async", st
     args = (np.int32(M), np.int32(N), np.int32(K), np.float32(alpha), a.reshape(M * K), b.reshape(K * N),
             np.float32(beta), c.reshape(M * N))
     if variant == "v4":
-        kernel("v4", edges=edges)[grid, THREADS, stream](*args)
-    else:
-        launch(kernel("cp_async", stages, vec_a, vec_b, edges), grid, THREADS, *args, shared_mem=shared_bytes(stages), stream=stream)
-    return c
+        return prepare_launch(kernel("v4", edges=edges), grid, THREADS, *args, stream=stream)
+    return prepare_launch(kernel("cp_async", stages, vec_a, vec_b, edges), grid, THREADS, *args,
+                          shared_mem=shared_bytes(stages), stream=stream)
