@@ -48,6 +48,24 @@ if [[ $STEPS == *sanitizer* ]]; then
   done
 fi
 
+# compile the SGEMM's kernels (every stage count, and v4) in parallel processes while the tests run:
+# numba's disk cache (asyncpipe.jit_cache) hands them to the tuner and the bench
+if [[ $STEPS == *tune* || $STEPS == *bench* ]]; then
+  python3 - > "$OUT/warm.log" 2>&1 <<'PY' &
+from concurrent.futures import ProcessPoolExecutor
+def warm(variant_stages):
+    import numpy as np
+    from numba import cuda
+    from asyncpipe.kernels.sgemm import sgemm
+    variant, stages = variant_stages
+    a = cuda.to_device(np.ones((256, 256), np.float32))
+    sgemm(a, a, cuda.device_array((256, 256), np.float32), stages=stages, variant=variant)
+    return variant_stages
+with ProcessPoolExecutor(8) as pool:
+    print(list(pool.map(warm, [("cp_async", s) for s in range(2, 9)] + [("v4", None)])))
+PY
+fi
+
 # GPU tests: one process per test (a sticky CUDA error would otherwise fail every later test in
 # the process and hide its cause), JOBS at a time.
 if [[ $STEPS == *tests* ]]; then
@@ -68,7 +86,7 @@ fi
 # the stage-count tuner on the chapter's SGEMM at 4096^3: every stage count timed (the pruned ones
 # too, to check the model's pruning); its table is bench/tune_h200.json once committed
 if [[ $STEPS == *tune* ]]; then
-  ASYNCPIPE_CACHE_DIR=/tmp/asyncpipe-tune-cache python3 -m asyncpipe tune sgemm --m 4096 --n 4096 --k 4096 \
+  python3 -m asyncpipe tune sgemm --m 4096 --n 4096 --k 4096 \
     --measure-pruned --rounds 5 --json "$OUT/tune_h200.json" 2>&1 | tail -25
   row "tune" "$OUT/tune_h200.json"
 fi
