@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import functools
 import hashlib
 import importlib.util
 import inspect
@@ -167,6 +168,25 @@ def unrolled(fn=None, /, *, c_indexing=True, **constants):
     if fn is None:
         return lambda f: unrolled(f, c_indexing=c_indexing, **constants)
     src = textwrap.dedent(inspect.getsource(fn))
+    tag = ",".join(f"{k}={getattr(v, '__name__', repr(v))}" for k, v in sorted(constants.items()))
+    # The expansion (a few tenths of a second for a GEMM) is done once per input: the file is named by
+    # what it is made from, so a new process finds it and skips the AST work.
+    path = _source_path(fn, src, tag, c_indexing)
+    source = _read_source(path)
+    if source is None:
+        source = _expand(fn, src, constants, c_indexing)
+        _write_source(path, fn, tag, source)
+    from numba import uint64
+
+    module = _load_as_module(path, {**fn.__globals__, **constants, _U64: uint64})
+    out = getattr(module, fn.__name__)
+    out.__doc__ = fn.__doc__
+    out.__wrapped__ = fn
+    out.unrolled_source = source
+    return out
+
+
+def _expand(fn, src: str, constants: dict, c_indexing: bool) -> str:
     tree = ast.parse(src)
     fdef = tree.body[0]
     fdef.decorator_list = []
@@ -177,15 +197,48 @@ def unrolled(fn=None, /, *, c_indexing=True, **constants):
     fdef = _Unroll(env, local_names, c_indexing).visit(fdef)
     tree.body[0] = fdef
     ast.fix_missing_locations(tree)
-    from numba import uint64
+    return ast.unparse(tree) + "\n"
 
-    source = ast.unparse(tree) + "\n"
-    module = _load_as_module(fn, source, constants, {**fn.__globals__, **constants, _U64: uint64})
-    out = getattr(module, fn.__name__)
-    out.__doc__ = fn.__doc__
-    out.__wrapped__ = fn
-    out.unrolled_source = source
-    return out
+
+@functools.lru_cache(maxsize=None)
+def package_digest() -> str:
+    """A hash of asyncpipe's Python sources: a kernel's expansion depends on compile-time constants that
+    may live in any of its modules (``BM`` in the kernel's, ``WGMMA_M`` in ``ptx.wgmma``), and on this
+    expander itself."""
+    root = Path(__file__).resolve().parents[1]
+    h = hashlib.sha1()
+    for path in sorted(root.rglob("*.py")):
+        h.update(str(path.relative_to(root)).encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()[:12]
+
+
+def _source_path(fn, src: str, tag: str, c_indexing: bool) -> Path:
+    """The unrolled file of ``fn`` with these constants: named by a hash of the function's source, the
+    constants, asyncpipe's sources and the shims' text (a shim edit must not load a stale cached kernel
+    from numba's cache, which keys on this file)."""
+    from ..jit_cache import shims_digest
+
+    key = f"{fn.__module__}.{fn.__qualname__}|{tag}|{c_indexing}|{package_digest()}|{shims_digest()}|{src}"
+    return cache_dir() / f"{fn.__name__}_{hashlib.sha1(key.encode()).hexdigest()[:16]}.py"
+
+
+def _read_source(path: Path) -> str | None:
+    try:
+        text = path.read_text()
+    except OSError:
+        return None
+    header, _, source = text.partition("\n")
+    return source if header.startswith("# unrolled from ") and source else None
+
+
+def _write_source(path: Path, fn, tag: str, source: str) -> None:
+    """Written once (through a temporary file and a rename): its mtime, which numba's cache index
+    records, stays the same."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(f"# unrolled from {fn.__module__}.{fn.__qualname__} with {tag}\n{source}")
+    os.replace(tmp, path)
 
 
 def cache_dir() -> Path:
@@ -194,20 +247,9 @@ def cache_dir() -> Path:
     return Path(base) / "unrolled"
 
 
-def _load_as_module(fn, source: str, constants: dict, namespace: dict):
-    """Run the unrolled source from a real file, so that numba's on-disk cache (``cache=True``) can
-    key on it: the file is named by a hash of its text and written once, keeping its mtime stable."""
-    tag = ",".join(f"{k}={getattr(v, '__name__', repr(v))}" for k, v in sorted(constants.items()))
-    from ..jit_cache import shims_digest     # a shim edit must not load a stale cached kernel
-
-    key = f"{fn.__module__}.{fn.__qualname__}|{tag}|{shims_digest()}|{source}"
-    digest = hashlib.sha1(key.encode()).hexdigest()[:16]
-    path = cache_dir() / f"{fn.__name__}_{digest}.py"
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(f"# unrolled from {fn.__module__}.{fn.__qualname__} with {tag}\n{source}")
-        os.replace(tmp, path)
+def _load_as_module(path: Path, namespace: dict):
+    """Run the unrolled source from its file, so that numba's on-disk cache (``cache=True``) can key on
+    it."""
     spec = importlib.util.spec_from_file_location(f"asyncpipe_unrolled.{path.stem}", path)
     module = importlib.util.module_from_spec(spec)
     module.__dict__.update({k: v for k, v in namespace.items() if not k.startswith("__") or k == _U64})

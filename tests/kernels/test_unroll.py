@@ -50,3 +50,25 @@ def test_unroll_count_must_be_constant():
 
     with pytest.raises(UnrollError, match="not a compile-time constant: n"):
         unrolled(bad)
+
+
+def test_expansion_is_done_once_per_input(tmp_path, monkeypatch):
+    """A new process finds the expanded file by what it is made from and skips the AST work (a few
+    tenths of a second for a GEMM, paid by every first call before)."""
+    from asyncpipe.kernels import unroll as U
+
+    monkeypatch.setenv("ASYNCPIPE_CACHE_DIR", str(tmp_path))
+
+    def twice(out):
+        for i in unroll(2):
+            out[i] = i
+
+    first = U.unrolled(twice)
+    monkeypatch.setattr(U, "_expand", lambda *a: (_ for _ in ()).throw(AssertionError("expanded again")))
+    again = U.unrolled(twice)
+    assert again.unrolled_source == first.unrolled_source
+    assert again.__code__.co_filename == first.__code__.co_filename
+    other = tmp_path / "other"
+    monkeypatch.setenv("ASYNCPIPE_CACHE_DIR", str(other))        # an empty cache: it must expand
+    with pytest.raises(AssertionError, match="expanded again"):
+        U.unrolled(twice)
