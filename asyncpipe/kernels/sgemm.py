@@ -24,6 +24,7 @@ import numpy as np
 from numba import cuda, float32
 
 from .. import ptx
+from ..errors import check
 from ..host.plans import PlanCache
 from ..jit_cache import jit
 from .unroll import registers, unroll, unrolled
@@ -34,6 +35,8 @@ THREADS = (BM * BN) // (TM * TN)          # 256
 TILE_FLOATS = BM * BK + BK * BN           # one stage of A and B tiles
 STAGE_BYTES = TILE_FLOATS * 4             # 8 KiB: the chapter's exercise answer
 MIN_STAGES, MAX_STAGES = 2, 8
+BKS = (8, 16)                             # k-depths of a cp.async stage: the chapter's 8, or 16 (half the
+                                          # barriers and commit groups per FFMA; 16 KiB a stage)
 # A thread's 8 x 8 block of C: rows thread_row * TM + i as in the chapter, but columns
 # thread_col * 4 + j and BN/2 + thread_col * 4 + j (j < 4) rather than 8 contiguous ones: a warp's
 # 16-byte reads of a B-tile row then cover 256 contiguous bytes (two shared-memory wavefronts)
@@ -48,8 +51,13 @@ CTAS_PER_SM = 2                           # what the interior kernel's 128 regis
 LAUNCH_BOUNDS_EDGES = (THREADS, 1)
 
 
-def launch_bounds(edges: bool) -> tuple[int, int]:
-    return LAUNCH_BOUNDS_EDGES if edges else LAUNCH_BOUNDS
+LAUNCH_BOUNDS_BK16 = (THREADS, CTAS_PER_SM)   # bk 16 takes 130 registers unless capped (no spills at 128)
+
+
+def launch_bounds(edges: bool, bk: int = 8) -> tuple[int, ...]:
+    if edges:
+        return LAUNCH_BOUNDS_EDGES
+    return LAUNCH_BOUNDS_BK16 if bk == 16 else LAUNCH_BOUNDS
 
 
 def sgemm_cp_async(M, N, K, alpha, A, B, beta, C):
@@ -215,37 +223,48 @@ _kernels: dict = {}
 _COPY = {4: ptx.cp_async_cg_shared_global_16_src_size, 1: ptx.cp_async_ca_shared_global_4_src_size}
 
 
-def kernel_source(variant: str = "cp_async", stages: int = 3, vec_a: int = 4, vec_b: int = 4, edges: bool = True):
+def kernel_source(variant: str = "cp_async", stages: int = 3, vec_a: int = 4, vec_b: int = 4, edges: bool = True,
+                  bk: int = BK):
     """The unrolled Python function of one configuration (what ``kernel`` compiles). With
-    ``edges=False`` (M, N multiples of 128, K of 8: the chapter's case) tiles never hang over an edge
-    and the loads and stores drop their bounds arithmetic."""
+    ``edges=False`` (M, N multiples of 128, K of ``bk``: the chapter's case) tiles never hang over an
+    edge and the loads and stores drop their bounds arithmetic. ``bk`` (cp.async only): the k-depth
+    of a stage, 8 (the chapter's) or 16."""
     if variant == "v4":
         return unrolled(sgemm_v4, EDGES=edges)
     if not edges and (vec_a, vec_b) != (4, 4):
         raise ValueError("edges=False needs 16-byte copies (vec_a = vec_b = 4)")
+    if bk not in BKS:
+        raise ValueError(f"bk must be one of {BKS}")
     return unrolled(sgemm_cp_async, STAGES=stages, VEC_A=vec_a, VEC_B=vec_b, EDGES=edges,
-                    copy_a=_COPY[vec_a], copy_b=_COPY[vec_b])
+                    copy_a=_COPY[vec_a], copy_b=_COPY[vec_b], BK=bk, TILE_FLOATS=tile_floats(bk))
 
 
-def kernel(variant: str = "cp_async", stages: int = 3, vec_a: int = 4, vec_b: int = 4, edges: bool = True):
+def kernel(variant: str = "cp_async", stages: int = 3, vec_a: int = 4, vec_b: int = 4, edges: bool = True,
+           bk: int = BK):
     """The compiled-on-first-use ``cuda.jit`` dispatcher for one configuration."""
-    key = (variant, stages, vec_a, vec_b, edges)
+    key = (variant, stages, vec_a, vec_b, edges, bk)
     if key not in _kernels:
-        fn = kernel_source(variant, stages, vec_a, vec_b, edges)
-        _kernels[key] = jit(fn, launch_bounds=launch_bounds(edges))
+        fn = kernel_source(variant, stages, vec_a, vec_b, edges, bk)
+        _kernels[key] = jit(fn, launch_bounds=launch_bounds(edges, bk))
     return _kernels[key]
 
 
-def shared_bytes(stages: int) -> int:
-    """Dynamic shared memory of the cp.async kernel: the chapter's 8 KiB per stage."""
-    return stages * STAGE_BYTES
+def tile_floats(bk: int = BK) -> int:
+    """Floats of one stage: the A tile (BM x bk) and the B tile (bk x BN)."""
+    return BM * bk + bk * BN
 
 
-def sgemm(A, B, C=None, alpha=1.0, beta=0.0, stages=None, variant="cp_async", stream=0):
+def shared_bytes(stages: int, bk: int = BK) -> int:
+    """Dynamic shared memory of the cp.async kernel: the chapter's 8 KiB per stage (16 KiB with bk 16)."""
+    return stages * tile_floats(bk) * 4
+
+
+def sgemm(A, B, C=None, alpha=1.0, beta=0.0, stages=None, variant="cp_async", stream=0, bk=BK):
     """C = alpha * A @ B + beta * C for float32 row-major CUDA arrays (numba, CuPy, PyTorch...).
 
     ``C`` is allocated (and ``beta`` must be 0) when not given. Returns C as a numba device array
-    view of the same memory. ``variant`` is ``"cp_async"`` (``stages`` 2..8) or ``"v4"``.
+    view of the same memory. ``variant`` is ``"cp_async"`` (``stages`` 2..8; ``bk``, the k-depth of a
+    stage, 8 as in the chapter or 16) or ``"v4"`` (``bk`` 8).
     ``stages=None`` takes the tuner's cached choice for this GPU and problem
     (``python -m asyncpipe tune sgemm``), else the chapter's 3. A repeated call with the same arrays
     and options reuses its launch plan (``asyncpipe.host.plans``): no checks, no argument handling.
@@ -263,16 +282,16 @@ def sgemm(A, B, C=None, alpha=1.0, beta=0.0, stages=None, variant="cp_async", st
     if not c_given:
         a, b = as_matrix("sgemm", "A", A), as_matrix("sgemm", "B", B)
         C = cuda.device_array((a.shape[0], b.shape[1]), np.float32, stream=stream)
-    key = (array_key(A), array_key(B), array_key(C), *option_key(alpha, beta, stages, variant, c_given),
+    key = (array_key(A), array_key(B), array_key(C), *option_key(alpha, beta, stages, variant, c_given, bk),
            id(stream) if stream else 0)
-    run_plan(_plans, key, lambda: _plan(A, B, C, alpha, beta, stages, variant, stream, c_given))
+    run_plan(_plans, key, lambda: _plan(A, B, C, alpha, beta, stages, variant, stream, c_given, bk))
     return C if not c_given else as_matrix("sgemm", "C", C)
 
 
 _plans = PlanCache()
 
 
-def _plan(A, B, C, alpha, beta, stages, variant, stream, c_given):
+def _plan(A, B, C, alpha, beta, stages, variant, stream, c_given, bk):
     """The checks, the variant's kernel and the marshalled launch of one problem (``_plans``)."""
     from ..host.launch import prepare_launch
     from .checks import as_matrix, check_gemm
@@ -281,14 +300,16 @@ def _plan(A, B, C, alpha, beta, stages, variant, stream, c_given):
     M, K = a.shape
     N = b.shape[1]
     check_gemm("sgemm", a, b, c, beta if c_given else 0.0, stages, variant, not c_given and beta != 0)
+    check(bk in (BKS if variant == "cp_async" else (BK,)), "sgemm",
+          f"bk (the k-depth of a stage) must be one of {BKS} for cp_async, {BK} for v4", f"bk={bk!r} for {variant}")
     # 16-byte copies need 16-byte aligned rows: K (N) a multiple of 4 and A (B) 16-byte aligned
     vec_a = 4 if K % 4 == 0 and a.device_ctypes_pointer.value % 16 == 0 else 1
     vec_b = 4 if N % 4 == 0 and b.device_ctypes_pointer.value % 16 == 0 else 1
-    edges = not (M % BM == 0 and N % BN == 0 and K % BK == 0 and vec_a == vec_b == 4)
+    edges = not (M % BM == 0 and N % BN == 0 and K % bk == 0 and vec_a == vec_b == 4)
     grid = ((N + BN - 1) // BN, (M + BM - 1) // BM)
     args = (np.int32(M), np.int32(N), np.int32(K), np.float32(alpha), a.reshape(M * K), b.reshape(K * N),
             np.float32(beta), c.reshape(M * N))
     if variant == "v4":
         return prepare_launch(kernel("v4", edges=edges), grid, THREADS, *args, stream=stream)
-    return prepare_launch(kernel("cp_async", stages, vec_a, vec_b, edges), grid, THREADS, *args,
-                          shared_mem=shared_bytes(stages), stream=stream)
+    return prepare_launch(kernel("cp_async", stages, vec_a, vec_b, edges, bk), grid, THREADS, *args,
+                          shared_mem=shared_bytes(stages, bk), stream=stream)

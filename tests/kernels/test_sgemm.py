@@ -32,6 +32,17 @@ def test_cp_async_sass(stages, vec_a, vec_b, edges):
 
 
 @pytest.mark.sass
+def test_cp_async_bk16_sass():
+    """The 16-deep stage: 1024 FFMA and 64 LDS.128 a tile, one barrier, still two CTAs per SM."""
+    fn = S.kernel_source("cp_async", 3, 4, 4, False, bk=16)
+    cubin = assert_sass(fn, SIG, has=("LDGSTS.E.BYPASS.128", "LDS.128"), lacks=("CALL", "LDL", "STL"),
+                        launch_bounds=S.launch_bounds(False, 16))
+    assert cubin.resources.registers <= 128 and not cubin.spills
+    assert cubin.count("FFMA") >= 1024 and cubin.count("LDS.128") == 64
+    assert S.shared_bytes(3, bk=16) == 3 * 16 * 1024
+
+
+@pytest.mark.sass
 def test_v4_sass():
     cubin = assert_sass(S.kernel_source("v4", edges=False), SIG, has=("LDS.128", "BAR.SYNC"),
                         lacks=("CALL", "LDGSTS"), launch_bounds=S.LAUNCH_BOUNDS)
@@ -55,15 +66,17 @@ CASES = [(256, 256, 256), (128, 384, 64), (1000, 1000, 999), (1, 1, 1), (130, 70
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("variant,stages", [("cp_async", 3), ("cp_async", 2), ("cp_async", 8), ("v4", 1)])
+@pytest.mark.parametrize("variant,stages,bk", [("cp_async", 3, 8), ("cp_async", 2, 8), ("cp_async", 8, 8), ("v4", 1, 8),
+                                               ("cp_async", 4, 16)])
 @pytest.mark.parametrize("m,n,k", CASES)
-def test_sgemm_gpu(variant, stages, m, n, k, rng):
+def test_sgemm_gpu(variant, stages, bk, m, n, k, rng):
     a = rng.standard_normal((m, k)).astype(np.float32)
     b = rng.standard_normal((k, n)).astype(np.float32)
     c0 = rng.standard_normal((m, n)).astype(np.float32)
     alpha, beta = 1.5, -0.5
     c = cuda.to_device(c0)
-    S.sgemm(cuda.to_device(a), cuda.to_device(b), c, alpha=alpha, beta=beta, stages=max(stages, 2), variant=variant)
+    S.sgemm(cuda.to_device(a), cuda.to_device(b), c, alpha=alpha, beta=beta, stages=max(stages, 2), variant=variant,
+            bk=bk)
     ref = alpha * (a.astype(np.float64) @ b.astype(np.float64)) + beta * c0.astype(np.float64)
     assert rel_err(c.copy_to_host(), ref) < 1e-5
 
@@ -98,6 +111,8 @@ def test_sgemm_from_other_libraries(rng):
     (dict(stages=3.0), "stages must be an integer in 2..8"),
     (dict(beta=1.0), "beta != 0 needs an input C"),
     (dict(A="dev:cols"), "A must be C-contiguous"),
+    (dict(bk=12), "bk (the k-depth of a stage) must be one of (8, 16) for cp_async, 8 for v4"),
+    (dict(bk=16, variant="v4"), "bk (the k-depth of a stage) must be one of (8, 16) for cp_async, 8 for v4"),
 ])
 def test_sgemm_bad_input(bad, rule):
     def dev(spec):
