@@ -234,6 +234,21 @@ def test_wgmma_gemm_gpu(config, shape, epilogue, rng):
 
 @pytest.mark.gpu
 @pytest.mark.hopper
+def test_wgmma_gemm_from_torch_gpu(rng):
+    """PyTorch tensors in and out: bf16 operands viewed as int16 (the documented way), C as a bf16
+    tensor viewed as int16, filled in place."""
+    torch = pytest.importorskip("torch")
+    xa, b, want = random_operands(rng, 200, 136, 96, "bf16", False)
+    a_t = torch.from_numpy(xa.view(np.int16)).cuda()
+    b_t = torch.from_numpy(b.view(np.int16)).cuda()
+    c_t = torch.full((200, 136), float("nan"), dtype=torch.bfloat16, device="cuda")
+    wgmma_gemm(a_t, b_t, c_t.view(torch.int16))
+    got = c_t.float().cpu().numpy().astype(np.float64)
+    np.testing.assert_allclose(got, want, rtol=2e-2, atol=2e-2 * np.abs(want).max())
+
+
+@pytest.mark.gpu
+@pytest.mark.hopper
 def test_plans_are_reused_and_follow_the_arrays_gpu(rng):
     """A repeated call reuses its plan (no checks, no marshalling); a new C (another address) gets its
     own plan and its own result; a bad call after good ones is still refused."""
