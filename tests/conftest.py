@@ -4,8 +4,9 @@ Two pytest runs make the suite (``.ci/run``):
 
 - ``python3 -m pytest``: offline SASS and host tests; GPU tests skip without a GPU; ``tests/sim`` is
   not collected (it needs the simulator mode, which must be chosen before numba is imported).
-- ``NUMBA_ENABLE_CUDASIM=1 python3 -m pytest``: the simulator run. It runs ``tests/sim`` and the GPU
-  tests of ``tests/ptx`` (every primitive's test body, on asyncpipe's CPU simulator); everything else
+- ``NUMBA_ENABLE_CUDASIM=1 python3 -m pytest``: the simulator run. It runs ``tests/sim``, the GPU
+  tests of ``tests/ptx`` (every primitive's test body, on asyncpipe's CPU simulator) and the GPU tests
+  marked ``simulator_too`` (the kernel functions' bad-input checks); everything else
   is deselected (SASS needs the real compiler; the kernels' GPU tests use GPU-sized problems, and
   ``tests/sim/test_programs.py`` runs the same programs at simulator sizes).
 """
@@ -25,6 +26,8 @@ collect_ignore = [] if SIMULATING else ["sim"]
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "sim: runs only in the simulator run (NUMBA_ENABLE_CUDASIM=1)")
+    config.addinivalue_line("markers", "simulator_too: a GPU test that the simulator run runs as well (host-side "
+                            "checks of the kernel functions: their messages, before anything runs)")
 
 
 @functools.cache
@@ -44,7 +47,7 @@ def gpu_cc():
 
 def _runs_in_simulator(item) -> bool:
     path = Path(str(item.fspath)).resolve()
-    if HERE / "sim" in path.parents:
+    if HERE / "sim" in path.parents or "simulator_too" in item.keywords:
         return True
     return HERE / "ptx" in path.parents and ("gpu" in item.keywords or "hopper" in item.keywords)
 

@@ -57,6 +57,7 @@ def test_cluster_sum_2d_and_other_libraries(rng):
 
 
 @pytest.mark.gpu
+@pytest.mark.simulator_too
 @pytest.mark.parametrize("kw,rule", [
     (dict(cluster_size=9), "cluster_size must be 1..8"),
     (dict(cluster_size=0), "cluster_size must be 1..8"),

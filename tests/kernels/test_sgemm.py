@@ -103,6 +103,7 @@ def test_sgemm_from_other_libraries(rng):
 
 
 @pytest.mark.gpu
+@pytest.mark.simulator_too
 @pytest.mark.parametrize("bad,rule", [
     (dict(A=np.zeros((4, 4), np.float32)), "CUDA device array"),
     (dict(A="dev:f64"), "A must be float32"),

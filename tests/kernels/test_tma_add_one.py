@@ -64,6 +64,7 @@ def test_pipelined_grid_sizes(ctas_per_sm, stages, rng):
 
 
 @pytest.mark.gpu
+@pytest.mark.simulator_too
 @pytest.mark.parametrize("make,rule", [
     (lambda: cuda.to_device(np.zeros((4, 4), np.float64)), "a must be int32 or float32"),
     (lambda: cuda.to_device(np.zeros(16, np.int32)), "a must be 2-D"),
