@@ -222,7 +222,10 @@ def test_wgmma_gemm_gpu(config, shape, epilogue, rng):
     m, n, k = shape
     bt = cfg["kw"].get("b_transposed", False)
     a, b, want = random_operands(rng, m, n, k, cfg["ab"], bt)
-    c = wgmma_gemm(cuda.to_device(a), cuda.to_device(b), out_dtype=cfg["out"], **with_epilogue(cfg["kw"], epilogue))
+    # C poisoned first (NaN): every element must be written
+    poison = np.full((m, n), 0x7FC0, np.uint16) if cfg["out"] == "bfloat16" else np.full((m, n), np.nan, np.float32)
+    c = cuda.to_device(poison)
+    wgmma_gemm(cuda.to_device(a), cuda.to_device(b), c, **with_epilogue(cfg["kw"], epilogue))
     got = c.copy_to_host()
     got = bf16_to_float32(got) if cfg["out"] == "bfloat16" else got
     assert got.shape == (m, n)
