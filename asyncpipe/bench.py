@@ -151,7 +151,7 @@ def bench_tma(n: int, yard: dict, ref: dict, records: list):
 
 
 def bench_cluster_sum(n: int, yard: dict, ref: dict, records: list):
-    from .kernels.cluster_sum import THREADS, cluster_sum, pair_sums
+    from .kernels.cluster_sum import cluster_sum, pair_sums
 
     x = cuda.to_device(np.random.default_rng(3).uniform(-1, 1, n).astype(np.float32))
     out = cuda.device_array(1, np.float64)

@@ -9,6 +9,7 @@ import numpy as np
 
 ROUND_BIAS = 0x7FFF      # round to nearest even: add 0x7FFF + the lowest kept bit, then truncate
 QUIET_BIT = 0x40         # a NaN keeps a mantissa bit set after truncation
+CANONICAL_NAN = 0x7FFF   # what the GPU's conversions write for any NaN (seen on the H200)
 
 
 def bf16_bits(x) -> np.ndarray:
@@ -23,3 +24,9 @@ def bf16_to_float32(bits) -> np.ndarray:
     """bfloat16 bit patterns (uint16) -> float32 values (exact)."""
     b = np.ascontiguousarray(bits, dtype=np.uint16)
     return (b.astype(np.uint32) << 16).view(np.float32)
+
+
+def gpu_bf16_bits(x) -> np.ndarray:
+    """``bf16_bits`` as the GPU's ``cvt.rn.bf16`` writes them: every NaN becomes ``CANONICAL_NAN``."""
+    f = np.ascontiguousarray(x, dtype=np.float32)
+    return np.where(np.isnan(f), np.uint16(CANONICAL_NAN), bf16_bits(f))

@@ -70,3 +70,22 @@ def run_plan(cache: PlanCache, key: tuple, build) -> None:
     if plan is None:
         plan = cache.put(key, build())
     plan()
+
+
+_tensor_maps = PlanCache()
+
+
+def cached_tensor_map(array, box, *, dtype: str, swizzle: str = "none"):
+    """The tiled ``TensorMap`` of ``array`` with ``box``, built once per (address, shape, strides, box,
+    dtype, swizzle). Encoding a map is a driver call plus a synchronous 128-byte copy to the device:
+    done on every call it would stall the stream each time. A map encodes nothing but those values,
+    so a cached one is right for any array that has them (memory freed and allocated again
+    included); the cache keeps maps only, never arrays."""
+    from .tensor_map import TensorMap
+
+    key = (array_key(array), tuple(box), dtype, swizzle)
+    tmap = _tensor_maps.get(key)
+    if tmap is None:
+        built = TensorMap.tiled(array, box, swizzle=swizzle, dtype=dtype)
+        tmap = _tensor_maps.put(key, TensorMap(built.layout, built._words, None))
+    return tmap

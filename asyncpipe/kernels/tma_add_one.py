@@ -21,13 +21,13 @@ TMA to the array. The tensor map lives in device memory, so each issuing thread 
 from __future__ import annotations
 
 import functools
-from collections import OrderedDict
 
 import numpy as np
 from numba import cuda, float32, int32, uint64
 
 from .. import ptx
 from ..constants import BULK_SMEM_ALIGN_TENSOR
+from ..host.plans import cached_tensor_map
 from ..jit_cache import jit
 from .unroll import unrolled
 
@@ -187,17 +187,15 @@ def as_tma_rows(api: str, a):
 
 def add_one(a, pipelined: bool = True, ctas_per_sm: int = 2, stages: int = PIPE_STAGES, stream=0):
     """Adds one to every element of the 2-D int32 or float32 device array ``a`` in place, through TMA."""
-    from ..host.tensor_map import TensorMap
-
     view, d = as_tma_rows("add_one", a)
     rows, cols = view.__cuda_array_interface__["shape"]
     dtype = "int32" if d.dtype == np.int32 else "float32"
     if not pipelined:
-        tmap = _tensor_map(view, (BOX_H, BOX_W), dtype)
+        tmap = cached_tensor_map(view, (BOX_H, BOX_W), dtype=dtype)
         grid = (-(-cols // BOX_W), -(-rows // BOX_H))
         _jit("chapter", dtype)[grid, 128, stream](tmap)
         return d
-    tmap = _tensor_map(view, (PIPE_BOX_H, PIPE_BOX_W), dtype)
+    tmap = cached_tensor_map(view, (PIPE_BOX_H, PIPE_BOX_W), dtype=dtype)
     boxes_x = -(-cols // PIPE_BOX_W)
     total = boxes_x * -(-rows // PIPE_BOX_H)
     grid = max(1, min(total, _sm_count() * ctas_per_sm))
@@ -206,29 +204,6 @@ def add_one(a, pipelined: bool = True, ctas_per_sm: int = 2, stages: int = PIPE_
 
 
 _kernels: dict = {}
-_maps: "OrderedDict[tuple, object]" = OrderedDict()
-MAP_CACHE_SIZE = 16
-
-
-def _tensor_map(view, box, dtype: str):
-    """The tensor map of ``view``, built once per (address, shape, pitch, box, dtype).
-
-    Encoding a map is a driver call plus a synchronous host-to-device copy of its 128 bytes: done on
-    every call it would stall the stream each time. A map encodes nothing but those values, so a
-    cached one is right for any array that has them, memory freed and allocated again included; the
-    cache holds the maps only, never the arrays (the caller's array is alive during its call)."""
-    from ..host.tensor_map import TensorMap
-
-    cai = view.__cuda_array_interface__
-    key = (cai["data"][0], tuple(cai["shape"]), tuple(cai.get("strides") or ()), tuple(box), dtype)
-    tmap = _maps.pop(key, None)
-    if tmap is None:
-        built = TensorMap.tiled(view, box, dtype=dtype)
-        tmap = TensorMap(built.layout, built._words, None)   # the cache must not keep arrays alive
-    _maps[key] = tmap
-    while len(_maps) > MAP_CACHE_SIZE:
-        _maps.popitem(last=False)
-    return tmap
 
 
 @functools.lru_cache(maxsize=None)

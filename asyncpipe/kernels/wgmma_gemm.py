@@ -58,7 +58,6 @@ from __future__ import annotations
 
 import functools
 import math
-from collections import OrderedDict
 
 import numpy as np
 from numba import cuda, float32, int32, uint8, uint32, uint64
@@ -67,7 +66,7 @@ from .. import ptx
 from ..bf16 import bf16_bits, bf16_to_float32  # noqa: F401 - the host side of bf16 C, re-exported
 from ..constants import BULK_SMEM_ALIGN_TENSOR
 from ..errors import check
-from ..host.plans import PlanCache
+from ..host.plans import PlanCache, cached_tensor_map
 from ..jit_cache import jit
 from ..pipeline import (advance, consumer_release, consumer_wait, pipeline_init, pipeline_state, producer_acquire,
                         producer_commit)
@@ -487,12 +486,13 @@ def _plan(A, B, C, stages, block_n, cluster, b_transposed, epilogue, stream):
                                            b_transposed=b_transposed, smem_limit=info.max_shared_per_block_optin,
                                            epilogue=epilogue)
     dtype = "bfloat16" if ab == "bf16" else "float16"
-    tma_a = _tensor_map(a, (BM, BK), dtype)
-    tma_b = _tensor_map(b, (block_n // cluster, BK) if b_transposed else (BK // cluster, BOX_N), dtype)
+    tma_a = cached_tensor_map(a, (BM, BK), dtype=dtype, swizzle="128B")
+    tma_b = cached_tensor_map(b, (block_n // cluster, BK) if b_transposed else (BK // cluster, BOX_N), dtype=dtype,
+                              swizzle="128B")
     # C's boxes: a warpgroup's 64 rows x one 128-byte swizzle row. "direct" never reads the argument (A's
     # map stands in), so it keeps accepting any C, without TMA's address and stride rules.
-    tma_c = _tensor_map(c, (EPI_ROWS, EPI_ROW_BYTES // c.dtype.itemsize), "bfloat16" if c_bf16 else "float32") \
-        if epilogue == "tma" else tma_a
+    tma_c = cached_tensor_map(c, (EPI_ROWS, EPI_ROW_BYTES // c.dtype.itemsize), dtype="bfloat16" if c_bf16 else
+                              "float32", swizzle="128B") if epilogue == "tma" else tma_a
     tiles_m = math.ceil(M / (BM * cluster))
     tiles_n = math.ceil(N / block_n)
     clusters = max(1, min(tiles_m * tiles_n, info.sm_count // cluster))
@@ -503,28 +503,6 @@ def _plan(A, B, C, stages, block_n, cluster, b_transposed, epilogue, stream):
                           np.int32(K), np.int32(tiles_m), np.int32(tiles_n), cluster=cluster if cluster > 1 else None,
                           shared_mem=shared_bytes(block_n, int(stages), epilogue), stream=stream,
                           keep=(tma_a, tma_b, tma_c))
-
-
-_maps: "OrderedDict[tuple, object]" = OrderedDict()
-MAP_CACHE_SIZE = 16
-
-
-def _tensor_map(d, box, dtype: str):
-    """The 128B-swizzled tensor map of the device array ``d``, built once per (address, shape, strides,
-    box, dtype): encoding one is a driver call and a synchronous 128-byte copy, which would stall the
-    stream on every call. The cache holds maps only, never the arrays."""
-    from ..host.tensor_map import TensorMap
-
-    cai = d.__cuda_array_interface__
-    key = (cai["data"][0], tuple(cai["shape"]), tuple(cai.get("strides") or ()), tuple(box), dtype)
-    tmap = _maps.pop(key, None)
-    if tmap is None:
-        built = TensorMap.tiled(d, box, swizzle="128B", dtype=dtype)
-        tmap = TensorMap(built.layout, built._words, None)
-    _maps[key] = tmap
-    while len(_maps) > MAP_CACHE_SIZE:
-        _maps.popitem(last=False)
-    return tmap
 
 
 def benchmark(n: int, *, stages: int = 4, block_n: int = 256, cluster: int = 2, b_transposed: bool = False,

@@ -1,16 +1,15 @@
 """``numba.cuda.bf16`` conversions in the simulator, where numba's simulator has none (its
 ``bf16`` module defines only a ``bfloat16 = None`` placeholder): enough for kernels that round fp32
-results to bfloat16 and store the bits (the wgmma GEMM's epilogue). Installed by ``numba_patch``.
+results to bfloat16 and store the bits. Installed by ``numba_patch``.
 
-A bfloat16 value is a ``BFloat16`` holding its 16-bit pattern; rounding is to nearest even, and a
-NaN becomes 0x7FFF, as ``__float2bfloat16_rn`` in ``cuda_bf16.hpp`` does."""
+A bfloat16 value is a ``BFloat16`` holding its 16-bit pattern, rounded as the GPU rounds
+(``asyncpipe.bf16.gpu_bf16_bits``: to nearest even, every NaN to 0x7FFF)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-NAN_BITS = 0x7FFF
-ROUND_BIAS = 0x7FFF
+from ..bf16 import gpu_bf16_bits
 
 
 class BFloat16:
@@ -27,10 +26,7 @@ class BFloat16:
 
 
 def float32_to_bfloat16_rn(x) -> BFloat16:
-    u = int(np.array([x], np.float32).view(np.uint32)[0])
-    if (u & 0x7FFFFFFF) > 0x7F800000:
-        return BFloat16(NAN_BITS)
-    return BFloat16(((u + ROUND_BIAS + ((u >> 16) & 1)) >> 16) & 0xFFFF)
+    return BFloat16(int(gpu_bf16_bits(np.array([x], np.float32))[0]))
 
 
 def bfloat16_as_ushort(b: BFloat16):
