@@ -97,6 +97,7 @@ def d2d_read_gbps(n_floats: int) -> float | None:
 # cp.async stage counts the full bench times (each is a separate ~25 s compile; the tuner covers 2..8)
 SGEMM_STAGES = (2, 3, 4, 5)
 SGEMM_BK16_STAGES = (3, 4)   # the 16-deep stage (sgemm(bk=16)), beside the chapter's 8
+SGEMM_8X16 = ((3, 8), (4, 8), (3, 16))   # (stages, bk) of the 8 x 16 thread tile (sgemm(tile="8x16"))
 
 
 def bench_sgemm(n: int, yard: dict, ref: dict, records: list, stages_list=(2, 3, 4, 5, 6, 7, 8)):
@@ -107,11 +108,14 @@ def bench_sgemm(n: int, yard: dict, ref: dict, records: list, stages_list=(2, 3,
     b = cuda.to_device(rng.standard_normal((n, n)).astype(np.float32))
     c = cuda.device_array((n, n), np.float32)
     flop = 2.0 * n**3
-    # v4, the chapter's cp.async tile (bk 8) at each stage count, and the 16-deep stage at 3 and 4
-    configs = [("v4", 1, 8)] + [("cp_async", s, 8) for s in stages_list] + [("cp_async", s, 16) for s in SGEMM_BK16_STAGES]
-    for variant, stages, bk in configs:
-        _progress(f"sgemm {variant} stages={stages} bk={bk} n={n}")
-        kw = dict(variant=variant) if variant == "v4" else dict(stages=stages, bk=bk)
+    # v4, the chapter's cp.async tile (bk 8) at each stage count, the 16-deep stage at 3 and 4, and the
+    # 8 x 16 thread tile
+    configs = ([("v4", 1, 8, "8x8")] + [("cp_async", s, 8, "8x8") for s in stages_list]
+               + [("cp_async", s, 16, "8x8") for s in SGEMM_BK16_STAGES]
+               + [("cp_async", s, bk, "8x16") for s, bk in SGEMM_8X16])
+    for variant, stages, bk, tile in configs:
+        _progress(f"sgemm {variant} stages={stages} bk={bk} tile={tile} n={n}")
+        kw = dict(variant=variant) if variant == "v4" else dict(stages=stages, bk=bk, tile=tile)
         ms = time_ms(lambda: S.sgemm(a, b, c, **kw), reps=20)
         tf = tflops(flop, ms)
         vs = {}
@@ -120,13 +124,14 @@ def bench_sgemm(n: int, yard: dict, ref: dict, records: list, stages_list=(2, 3,
         twin = "sgemm_v4" if variant == "v4" else f"sgemm_cp_async_s{stages}"
         if twin in ref:
             vs["nvcc_seed"] = tf / ref[twin]
-        if bk != 8:                      # the nvcc twin has the chapter's tile only
+        if bk != 8 or tile != "8x8":     # the nvcc twin has the chapter's tile only
             vs.pop("nvcc_seed", None)
-        rec = dict(kernel=f"sgemm_{variant}" + (f"_bk{bk}" if bk != 8 else ""), shape=[n, n, n], ms=ms, tflops=tf,
-                   vs=vs)
+        name = f"sgemm_{variant}" + (f"_{tile}" if tile != "8x8" else "") + (f"_bk{bk}" if bk != 8 else "")
+        rec = dict(kernel=name, shape=[n, n, n], ms=ms, tflops=tf, vs=vs)
         if variant == "cp_async":
             rec["stages"] = stages
             rec["bk"] = bk
+            rec["tile"] = tile
         records.append(rec)
 
 

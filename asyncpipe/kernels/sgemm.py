@@ -16,9 +16,15 @@ form (``src_size`` 0 reads nothing and writes zeros) and stores are predicated. 
 in 16-byte copies when its rows are 16-byte aligned (``VEC_A``/``VEC_B`` = 4), else in 4-byte ones.
 Both tiles stay row-major as in the chapter; LLVM merges a thread's reads of A across the unrolled
 ``dot`` loop into 16-byte shared loads (``LDS.128``), so A needs no transposition.
+
+Also beyond the chapter, two options of the cp.async kernel: ``bk=16`` (16-deep stages) and
+``tile="8x16"`` (the same CTA tile and pipeline, 128 threads of 8 x 16 outputs: fewer shared-memory
+bytes, LDS and barriers per FFMA; see ``TILES``).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 from numba import cuda, float32
@@ -54,7 +60,42 @@ LAUNCH_BOUNDS_EDGES = (THREADS, 1)
 LAUNCH_BOUNDS_BK16 = (THREADS, CTAS_PER_SM)   # bk 16 takes 130 registers unless capped (no spills at 128)
 
 
-def launch_bounds(edges: bool, bk: int = 8) -> tuple[int, ...]:
+# ---- thread tiles of the cp.async kernel: the chapter's 8 x 8, or 8 x 16 (``sgemm(tile="8x16")``) ---------
+# The same 128 x 128 CTA tile and the same stages, but 128 threads (four warps) each own 8 x 16 of C, as
+# cuBLAS's own FFMA kernels do (a warp 32 x 128, two CTAs of 255 registers per SM). Per k-step a thread
+# reads 8 floats of A and 16 of B for 128 FFMA (the chapter's 8 + 8 for 64): 0.75 bytes of shared memory
+# per FFMA instead of 1, so the SM's 128 FP32 lanes at full rate want 96 of the 128 bytes a clock shared
+# memory delivers, not all of them; the loop has 0.047 LDS.128 a FFMA instead of 0.0625 and one barrier
+# per 1024 FFMA a thread (the chapter's bk 8: 512). Three CTAs per SM (168 registers) would spill.
+# Layout inside a warp (lanes 8 columns x 4 rows), chosen so that every LDS.128 of the warp is one
+# shared-memory wavefront at bk 8 (at bk 16 the A reads take two):
+#   columns thread_col * 4 + (j // 4) * 32 + j % 4: eight lanes read 128 contiguous bytes of a B-tile row;
+#   rows    the warp's 32 rows, interleaved: lane row r (0..3) owns rows r, r + 4, ..., r + 28 (RI = 4),
+#           so four lanes read four consecutive A-tile rows (32 bytes apart: four distinct bank groups).
+@dataclass(frozen=True)
+class ThreadTile:
+    tm: int              # rows of C a thread owns
+    tn: int              # columns of C a thread owns (a multiple of 4: 16-byte reads)
+    threads: int         # (BM * BN) // (tm * tn)
+    ri: int              # row interleave: consecutive thread rows take every ri-th row (1: rows are contiguous)
+    issue_after: int     # ISSUE_AFTER in the kernel: -1, or the k-step after whose reads the next copies go
+    bounds: tuple        # launch bounds of the interior kernel (the edge kernel's are (threads,) or less)
+    bounds_edges: tuple
+
+
+TILES = {
+    "8x8": ThreadTile(TM, TN, THREADS, 1, -1, LAUNCH_BOUNDS, LAUNCH_BOUNDS_EDGES),     # the chapter's
+    # two CTAs of 128 threads fit any register count (255 here, both kernels, nothing spilled); the
+    # copies go after the first four k-steps' reads (A's LDS.128 spans four k-steps)
+    "8x16": ThreadTile(8, 16, 128, 4, 3, (128, 2), (128,)),
+}
+TILE = "8x8"
+
+
+def launch_bounds(edges: bool, bk: int = 8, tile: str = TILE) -> tuple[int, ...]:
+    if tile != TILE:
+        t = TILES[tile]
+        return t.bounds_edges if edges else t.bounds
     if edges:
         return LAUNCH_BOUNDS_EDGES
     return LAUNCH_BOUNDS_BK16 if bk == 16 else LAUNCH_BOUNDS
@@ -65,6 +106,9 @@ def sgemm_cp_async(M, N, K, alpha, A, B, beta, C):
     tid = cuda.threadIdx.x
     thread_col = tid % (BN // TN)
     thread_row = tid // (BN // TN)
+    # this thread's rows of C: row_base + i * RI (RI = 1: thread_row * TM + i, the chapter's); columns
+    # thread_col * 4 + (j // 4) * COL_STEP + j % 4: runs of 4, COL_STEP apart
+    row_base = (thread_row // RI) * (RI * TM) + thread_row % RI
     row0 = cuda.blockIdx.y * BM
     col0 = cuda.blockIdx.x * BN
     num_tiles = (K + BK - 1) // BK
@@ -109,31 +153,40 @@ def sgemm_cp_async(M, N, K, alpha, A, B, beta, C):
         a_src += BK
         b_src += BK * N
 
+    def issue_next(kt, write, a_src, b_src):          # tile kt + STAGES - 1, then the next copies' offsets
+        nxt = kt + STAGES - 1
+        if nxt < num_tiles:
+            issue(write, nxt, a_src, b_src)           # overwrites the buffer of tile kt-1
+        ptx.cp_async_commit_group()                   # even when empty: keeps group counts aligned
+        return a_src + BK, b_src + BK * N
+
     acc = registers(TM, TN, dtype=float32)
     # ---- main loop ------------------------------------------------------------------------------
     # Ring positions as element offsets into smem: tile kt sits at `read` (stage kt % STAGES); tile
     # kt + STAGES - 1 goes to the stage tile kt - 1 left, so `write` is the previous `read`. Counted
     # by a wrapping increment (a 64-bit modulo per tile costs about 25 instructions in SASS).
+    # ISSUE_AFTER: where that tile's copies go in the iteration. -1 (the chapter's): right after the
+    # barrier. d >= 0: after the shared-memory reads of k-steps 0..d, so that those reads leave at the
+    # barrier and their latency runs under the copies' address arithmetic (the cp.async's memory clobber
+    # keeps shared loads from moving across it, either way).
     read = 0
     write = (STAGES - 1) * TILE_FLOATS
     for kt in range(num_tiles):
         ptx.cp_async_wait_group(STAGES - 2)           # tile kt has landed (for this thread) ...
         cuda.syncthreads()                            # ... for every thread; tile kt-1 is consumed
-        nxt = kt + STAGES - 1
-        if nxt < num_tiles:
-            issue(write, nxt, a_src, b_src)           # overwrites the buffer of tile kt-1
-        ptx.cp_async_commit_group()                   # even when empty: keeps group counts aligned
-        a_src += BK
-        b_src += BK * N
-        a_base = read + thread_row * TM * BK
-        b_base = read + BM * BK + thread_col * 4      # columns thread_col * 4 + j % 4 (+ BN/2 for j >= 4)
+        if ISSUE_AFTER < 0:
+            a_src, b_src = issue_next(kt, write, a_src, b_src)
+        a_base = read + row_base * BK
+        b_base = read + BM * BK + thread_col * 4      # columns thread_col * 4 + j % 4 (+ COL_STEP * (j // 4))
         for dot in unroll(BK):
             reg_m = registers(TM)
             reg_n = registers(TN)
             for i in unroll(TM):
-                reg_m[i] = smem[a_base + i * BK + dot]   # LLVM merges these into LDS.128
+                reg_m[i] = smem[a_base + i * RI * BK + dot]   # LLVM merges these into LDS.128
             for j in unroll(TN):
-                reg_n[j] = smem[b_base + dot * BN + (j // 4) * (BN // 2) + j % 4]
+                reg_n[j] = smem[b_base + dot * BN + (j // 4) * COL_STEP + j % 4]
+            if dot == ISSUE_AFTER:
+                a_src, b_src = issue_next(kt, write, a_src, b_src)
             for i in unroll(TM):
                 for j in unroll(TN):
                     acc[i, j] += reg_m[i] * reg_n[j]
@@ -142,9 +195,9 @@ def sgemm_cp_async(M, N, K, alpha, A, B, beta, C):
     ptx.cp_async_wait_all()                           # nothing in flight at exit
     # ---- epilogue: C = alpha * acc + beta * C, predicated at the edges ------------------------
     for i in unroll(TM):
-        r = row0 + thread_row * TM + i
+        r = row0 + row_base + i * RI
         for j in unroll(TN):
-            c = col0 + thread_col * 4 + (j // 4) * (BN // 2) + j % 4
+            c = col0 + thread_col * 4 + (j // 4) * COL_STEP + j % 4
             if not EDGES or (r < M and c < N):
                 if beta == 0:                         # BLAS: C is not read when beta is 0
                     C[r * N + c] = alpha * acc[i, j]
@@ -224,29 +277,40 @@ _COPY = {4: ptx.cp_async_cg_shared_global_16_src_size, 1: ptx.cp_async_ca_shared
 
 
 def kernel_source(variant: str = "cp_async", stages: int = 3, vec_a: int = 4, vec_b: int = 4, edges: bool = True,
-                  bk: int = BK):
+                  bk: int = BK, tile: str = TILE):
     """The unrolled Python function of one configuration (what ``kernel`` compiles). With
     ``edges=False`` (M, N multiples of 128, K of ``bk``: the chapter's case) tiles never hang over an
     edge and the loads and stores drop their bounds arithmetic. ``bk`` (cp.async only): the k-depth
-    of a stage, 8 (the chapter's) or 16."""
+    of a stage, 8 (the chapter's) or 16. ``tile`` (cp.async only): the thread tile, ``"8x8"`` (the
+    chapter's, 256 threads) or ``"8x16"`` (128 threads; see ``TILES``)."""
     if variant == "v4":
         return unrolled(sgemm_v4, EDGES=edges)
     if not edges and (vec_a, vec_b) != (4, 4):
         raise ValueError("edges=False needs 16-byte copies (vec_a = vec_b = 4)")
     if bk not in BKS:
         raise ValueError(f"bk must be one of {BKS}")
+    if tile not in TILES:
+        raise ValueError(f"tile must be one of {tuple(TILES)}")
+    t = TILES[tile]
+    layout = {} if tile == TILE else dict(TM=t.tm, TN=t.tn, THREADS=t.threads)
     return unrolled(sgemm_cp_async, STAGES=stages, VEC_A=vec_a, VEC_B=vec_b, EDGES=edges,
-                    copy_a=_COPY[vec_a], copy_b=_COPY[vec_b], BK=bk, TILE_FLOATS=tile_floats(bk))
+                    copy_a=_COPY[vec_a], copy_b=_COPY[vec_b], BK=bk, TILE_FLOATS=tile_floats(bk),
+                    RI=t.ri, COL_STEP=BN // (t.tn // 4), ISSUE_AFTER=t.issue_after, **layout)
 
 
 def kernel(variant: str = "cp_async", stages: int = 3, vec_a: int = 4, vec_b: int = 4, edges: bool = True,
-           bk: int = BK):
+           bk: int = BK, tile: str = TILE):
     """The compiled-on-first-use ``cuda.jit`` dispatcher for one configuration."""
-    key = (variant, stages, vec_a, vec_b, edges, bk)
+    key = (variant, stages, vec_a, vec_b, edges, bk, tile)
     if key not in _kernels:
-        fn = kernel_source(variant, stages, vec_a, vec_b, edges, bk)
-        _kernels[key] = jit(fn, launch_bounds=launch_bounds(edges, bk))
+        fn = kernel_source(variant, stages, vec_a, vec_b, edges, bk, tile)
+        _kernels[key] = jit(fn, launch_bounds=launch_bounds(edges, bk, tile))
     return _kernels[key]
+
+
+def threads(tile: str = TILE) -> int:
+    """Threads of a CTA with this thread tile: 256 for the chapter's 8 x 8, 128 for 8 x 16."""
+    return TILES[tile].threads
 
 
 def tile_floats(bk: int = BK) -> int:
@@ -259,12 +323,13 @@ def shared_bytes(stages: int, bk: int = BK) -> int:
     return stages * tile_floats(bk) * 4
 
 
-def sgemm(A, B, C=None, alpha=1.0, beta=0.0, stages=None, variant="cp_async", stream=0, bk=BK):
+def sgemm(A, B, C=None, alpha=1.0, beta=0.0, stages=None, variant="cp_async", stream=0, bk=BK, tile=TILE):
     """C = alpha * A @ B + beta * C for float32 row-major CUDA arrays (numba, CuPy, PyTorch...).
 
     ``C`` is allocated (and ``beta`` must be 0) when not given. Returns C as a numba device array
     view of the same memory. ``variant`` is ``"cp_async"`` (``stages`` 2..8; ``bk``, the k-depth of a
-    stage, 8 as in the chapter or 16) or ``"v4"`` (``bk`` 8).
+    stage, 8 as in the chapter or 16; ``tile``, the thread tile, ``"8x8"`` as in the chapter or
+    ``"8x16"``: 128 threads of 8 x 16 outputs, the faster one) or ``"v4"`` (``bk`` 8, ``tile`` "8x8").
     ``stages=None`` takes the tuner's cached choice for this GPU and problem
     (``python -m asyncpipe tune sgemm``), else the chapter's 3. A repeated call with the same arrays
     and options reuses its launch plan (``asyncpipe.host.plans``): no checks, no argument handling.
@@ -273,6 +338,8 @@ def sgemm(A, B, C=None, alpha=1.0, beta=0.0, stages=None, variant="cp_async", st
     from .checks import as_matrix
 
     c_given = C is not None
+    if stages is None and variant == "cp_async" and tile != TILE:
+        stages = 3                                    # the tuner's table is the chapter's tile's
     if stages is None and variant == "cp_async":
         from ..tune import cached_stages
 
@@ -282,16 +349,16 @@ def sgemm(A, B, C=None, alpha=1.0, beta=0.0, stages=None, variant="cp_async", st
     if not c_given:
         a, b = as_matrix("sgemm", "A", A), as_matrix("sgemm", "B", B)
         C = cuda.device_array((a.shape[0], b.shape[1]), np.float32, stream=stream)
-    key = (array_key(A), array_key(B), array_key(C), *option_key(alpha, beta, stages, variant, c_given, bk),
+    key = (array_key(A), array_key(B), array_key(C), *option_key(alpha, beta, stages, variant, c_given, bk, tile),
            id(stream) if stream else 0)
-    run_plan(_plans, key, lambda: _plan(A, B, C, alpha, beta, stages, variant, stream, c_given, bk))
+    run_plan(_plans, key, lambda: _plan(A, B, C, alpha, beta, stages, variant, stream, c_given, bk, tile))
     return C if not c_given else as_matrix("sgemm", "C", C)
 
 
 _plans = PlanCache()
 
 
-def _plan(A, B, C, alpha, beta, stages, variant, stream, c_given, bk):
+def _plan(A, B, C, alpha, beta, stages, variant, stream, c_given, bk, tile=TILE):
     """The checks, the variant's kernel and the marshalled launch of one problem (``_plans``)."""
     from ..host.launch import prepare_launch
     from .checks import as_matrix, check_gemm
@@ -302,6 +369,9 @@ def _plan(A, B, C, alpha, beta, stages, variant, stream, c_given, bk):
     check_gemm("sgemm", a, b, c, beta if c_given else 0.0, stages, variant, not c_given and beta != 0)
     check(bk in (BKS if variant == "cp_async" else (BK,)), "sgemm",
           f"bk (the k-depth of a stage) must be one of {BKS} for cp_async, {BK} for v4", f"bk={bk!r} for {variant}")
+    check(isinstance(tile, str) and tile in (TILES if variant == "cp_async" else (TILE,)), "sgemm",
+          f"tile (the thread tile) must be one of {tuple(TILES)} for cp_async, {TILE!r} for v4",
+          f"tile={tile!r} for {variant}")
     # 16-byte copies need 16-byte aligned rows: K (N) a multiple of 4 and A (B) 16-byte aligned
     vec_a = 4 if K % 4 == 0 and a.device_ctypes_pointer.value % 16 == 0 else 1
     vec_b = 4 if N % 4 == 0 and b.device_ctypes_pointer.value % 16 == 0 else 1
@@ -311,5 +381,5 @@ def _plan(A, B, C, alpha, beta, stages, variant, stream, c_given, bk):
             np.float32(beta), c.reshape(M * N))
     if variant == "v4":
         return prepare_launch(kernel("v4", edges=edges), grid, THREADS, *args, stream=stream)
-    return prepare_launch(kernel("cp_async", stages, vec_a, vec_b, edges, bk), grid, THREADS, *args,
+    return prepare_launch(kernel("cp_async", stages, vec_a, vec_b, edges, bk, tile), grid, threads(tile), *args,
                           shared_mem=shared_bytes(stages, bk), stream=stream)

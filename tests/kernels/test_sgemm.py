@@ -45,6 +45,38 @@ def test_cp_async_bk16_sass():
 
 
 @pytest.mark.sass
+def test_cp_async_8x16_sass():
+    """tile="8x16": 128 threads of 8 x 16 outputs. The loop per 8-deep tile: 1024 FFMA, 48 LDS.128 (8 of
+    A, 16 of B per 4 k-steps: 0.047 a FFMA against the chapter's 0.0625), one barrier; under 256
+    registers (two CTAs of 128 threads per SM) and nothing spilled."""
+    fn = S.kernel_source("cp_async", 3, 4, 4, False, tile="8x16")
+    cubin = assert_sass(fn, SIG, has=("LDGSTS.E.BYPASS.128", "LDS.128", "BAR.SYNC"), lacks=("CALL", "LDL", "STL"),
+                        launch_bounds=S.launch_bounds(False, 8, "8x16"))
+    assert cubin.resources.registers <= 255 and not cubin.spills
+    assert cubin.count("FFMA") >= 1024 and cubin.count("LDS.128") == 48
+    # four 16-byte copies a tile and thread (two of A, two of B): two tiles in the prologue, one in the loop
+    assert cubin.count("LDGSTS.E.BYPASS.128") == 3 * 4 and cubin.count("BAR.SYNC") == 1
+    assert S.threads("8x16") == 128 and S.shared_bytes(3) == 3 * 8 * 1024
+
+
+@pytest.mark.sass
+def test_cp_async_8x16_edges_sass():
+    fn = S.kernel_source("cp_async", 4, 1, 4, True, tile="8x16")
+    cubin = assert_sass(fn, SIG, has=("LDGSTS", "LDS"), launch_bounds=S.launch_bounds(True, 8, "8x16"))
+    assert cubin.count("FFMA") >= 1024
+
+
+def test_chapter_tile_is_the_default():
+    """The option leaves the chapter's kernel alone: same source text, same launch bounds."""
+    assert S.kernel_source("cp_async", 3, 4, 4, False).unrolled_source == \
+        S.kernel_source("cp_async", 3, 4, 4, False, tile="8x8").unrolled_source
+    assert S.launch_bounds(False) == S.launch_bounds(False, 8, "8x8") == S.LAUNCH_BOUNDS
+    assert S.threads() == S.THREADS == 256
+    with pytest.raises(ValueError, match="tile must be one of"):
+        S.kernel_source("cp_async", 3, tile="16x16")
+
+
+@pytest.mark.sass
 def test_v4_sass():
     cubin = assert_sass(S.kernel_source("v4", edges=False), SIG, has=("LDS.128", "BAR.SYNC"),
                         lacks=("CALL", "LDGSTS"), launch_bounds=S.LAUNCH_BOUNDS)
@@ -68,17 +100,19 @@ CASES = [(256, 256, 256), (128, 384, 64), (1000, 1000, 999), (1, 1, 1), (130, 70
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("variant,stages,bk", [("cp_async", 3, 8), ("cp_async", 2, 8), ("cp_async", 8, 8), ("v4", 1, 8),
-                                               ("cp_async", 4, 16)])
+@pytest.mark.parametrize("variant,stages,bk,tile", [("cp_async", 3, 8, "8x8"), ("cp_async", 2, 8, "8x8"),
+                                                    ("cp_async", 8, 8, "8x8"), ("v4", 1, 8, "8x8"),
+                                                    ("cp_async", 4, 16, "8x8"), ("cp_async", 3, 8, "8x16"),
+                                                    ("cp_async", 2, 8, "8x16"), ("cp_async", 4, 16, "8x16")])
 @pytest.mark.parametrize("m,n,k", CASES)
-def test_sgemm_gpu(variant, stages, bk, m, n, k, rng):
+def test_sgemm_gpu(variant, stages, bk, tile, m, n, k, rng):
     a = rng.standard_normal((m, k)).astype(np.float32)
     b = rng.standard_normal((k, n)).astype(np.float32)
     c0 = rng.standard_normal((m, n)).astype(np.float32)
     alpha, beta = 1.5, -0.5
     c = cuda.to_device(c0)
     S.sgemm(cuda.to_device(a), cuda.to_device(b), c, alpha=alpha, beta=beta, stages=max(stages, 2), variant=variant,
-            bk=bk)
+            bk=bk, tile=tile)
     ref = alpha * (a.astype(np.float64) @ b.astype(np.float64)) + beta * c0.astype(np.float64)
     assert rel_err(c.copy_to_host(), ref) < 1e-5
 
@@ -90,6 +124,21 @@ def test_sgemm_beta_zero_never_reads_c(rng):
     c = cuda.to_device(np.full((128, 96), np.nan, np.float32))     # poison: must not leak through
     S.sgemm(cuda.to_device(a), cuda.to_device(b), c)
     assert rel_err(c.copy_to_host(), a.astype(np.float64) @ b) < 1e-5
+
+
+@pytest.mark.gpu
+def test_sgemm_8x16_stages_default_and_plan_reuse(rng):
+    """tile="8x16" with stages=None takes 3 (the tuner's table is the chapter's tile's); a second call
+    reuses the plan and gives the same result."""
+    a = rng.standard_normal((256, 96)).astype(np.float32)
+    b = rng.standard_normal((96, 384)).astype(np.float32)
+    da, db = cuda.to_device(a), cuda.to_device(b)
+    c1 = S.sgemm(da, db, tile="8x16").copy_to_host()
+    c = cuda.device_array((256, 384), np.float32)
+    S.sgemm(da, db, c, tile="8x16")
+    S.sgemm(da, db, c, tile="8x16")
+    assert rel_err(c1, a.astype(np.float64) @ b) < 1e-5
+    np.testing.assert_array_equal(c.copy_to_host(), c1)
 
 
 @pytest.mark.gpu
@@ -116,6 +165,9 @@ def test_sgemm_from_other_libraries(rng):
     (dict(A="dev:cols"), "A must be C-contiguous"),
     (dict(bk=12), "bk (the k-depth of a stage) must be one of (8, 16) for cp_async, 8 for v4"),
     (dict(bk=16, variant="v4"), "bk (the k-depth of a stage) must be one of (8, 16) for cp_async, 8 for v4"),
+    (dict(tile="16x16"), "tile (the thread tile) must be one of ('8x8', '8x16') for cp_async, '8x8' for v4"),
+    (dict(tile="8x16", variant="v4"), "tile (the thread tile) must be one of ('8x8', '8x16') for cp_async, '8x8' for v4"),
+    (dict(tile=("8x16",)), "tile (the thread tile) must be one of ('8x8', '8x16') for cp_async, '8x8' for v4"),
 ])
 def test_sgemm_bad_input(bad, rule):
     def dev(spec):

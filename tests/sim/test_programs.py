@@ -17,20 +17,23 @@ def rel_err(got, ref):
     return np.linalg.norm(got.astype(np.float64) - ref) / max(np.linalg.norm(ref), 1e-30)
 
 
-@pytest.mark.parametrize("variant,stages,m,n,k,bk", [
-    ("cp_async", 3, 128, 128, 32, 8),      # the chapter's tile, four k-tiles through three stages
-    ("cp_async", 2, 70, 33, 20, 8),        # edges: zero-filled copies, predicated stores
-    ("cp_async", 3, 128, 128, 48, 16),     # 16-deep stages: three k-tiles, the ring wraps
-    ("cp_async", 2, 70, 33, 20, 16),       # 16-deep stages at the edges
-    ("v4", 2, 64, 40, 16, 8),              # edges: element by element
-    ("v4", 2, 128, 128, 16, 8),            # interior: 16-byte vector loads and stores
+@pytest.mark.parametrize("variant,stages,m,n,k,bk,tile", [
+    ("cp_async", 3, 128, 128, 32, 8, "8x8"),     # the chapter's tile, four k-tiles through three stages
+    ("cp_async", 2, 70, 33, 20, 8, "8x8"),       # edges: zero-filled copies, predicated stores
+    ("cp_async", 3, 128, 128, 48, 16, "8x8"),    # 16-deep stages: three k-tiles, the ring wraps
+    ("cp_async", 2, 70, 33, 20, 16, "8x8"),      # 16-deep stages at the edges
+    ("cp_async", 3, 128, 128, 32, 8, "8x16"),    # 128 threads of 8 x 16: interior, the ring wraps
+    ("cp_async", 2, 70, 33, 20, 8, "8x16"),      # ... at the edges
+    ("v4", 2, 64, 40, 16, 8, "8x8"),             # edges: element by element
+    ("v4", 2, 128, 128, 16, 8, "8x8"),           # interior: 16-byte vector loads and stores
 ])
-def test_sgemm(variant, stages, m, n, k, bk, rng):
+def test_sgemm(variant, stages, m, n, k, bk, tile, rng):
     a = rng.standard_normal((m, k)).astype(np.float32)
     b = rng.standard_normal((k, n)).astype(np.float32)
     c0 = rng.standard_normal((m, n)).astype(np.float32)
     c = cuda.to_device(c0)
-    S.sgemm(cuda.to_device(a), cuda.to_device(b), c, alpha=1.5, beta=-0.5, stages=stages, variant=variant, bk=bk)
+    S.sgemm(cuda.to_device(a), cuda.to_device(b), c, alpha=1.5, beta=-0.5, stages=stages, variant=variant, bk=bk,
+            tile=tile)
     ref = 1.5 * (a.astype(np.float64) @ b) - 0.5 * c0
     assert rel_err(c.copy_to_host(), ref) < 1e-5
 
