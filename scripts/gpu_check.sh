@@ -5,7 +5,8 @@
 #   run(command="bash scripts/gpu_check.sh", carry=[".whl", ".ref"])
 # .whl holds numpy 2.4 (the image's numpy 2.5 breaks numba-cuda 0.30.4) and pytest; .ref is an
 # ignored copy of ../shared/reference (the yardstick programs; never committed).
-# Environment: STEPS (default "tests sanitizer bench"; add "tune" for the tuner's table), PYTEST_ARGS, JOBS, SANITIZER_TOOLS, SANITIZER_TESTS,
+# Environment: STEPS (default "tests sanitizer bench"; add "tune" for the tuner's table, "sweep" for
+# scripts/sgemm_sweep.py, "profile" for scripts/profile_sgemm.sh over PROFILE (sweep names)), PYTEST_ARGS, JOBS, SANITIZER_TOOLS, SANITIZER_TESTS,
 # SAN_JOBS, SANITIZER_LIMIT (seconds), TEST_TIMEOUT (seconds per test), BENCH_ARGS, COMMIT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -30,8 +31,9 @@ row "date / commit" "$(date -u +%F) ${COMMIT:-$(git rev-parse --short HEAD 2>/de
 # sizes (one process per test file; the benchmarks' sizes are not sanitized). The three tools run in
 # the background, beside the plain test run, to fit the GPU machine's time.
 SANITIZER_DEFAULT="tests/ptx tests/kernels/test_tma_add_one.py tests/kernels/test_cluster_sum.py \
-  tests/kernels/test_sgemm.py::test_sgemm_gpu[130-70-33-cp_async-3-8] tests/kernels/test_sgemm.py::test_sgemm_gpu[256-256-256-cp_async-3-8] \
-  tests/kernels/test_sgemm.py::test_sgemm_gpu[256-256-256-v4-1-8] tests/kernels/test_vector.py tests/pipeline \
+  tests/kernels/test_sgemm.py::test_sgemm_gpu[130-70-33-cp_async-3-8-8x8] tests/kernels/test_sgemm.py::test_sgemm_gpu[256-256-256-cp_async-3-8-8x8] \
+  tests/kernels/test_sgemm.py::test_sgemm_gpu[256-256-256-v4-1-8-8x8] tests/kernels/test_sgemm.py::test_sgemm_gpu[256-256-256-cp_async-4-16-8x8] \
+  tests/kernels/test_sgemm.py::test_sgemm_gpu[130-70-33-cp_async-3-8-8x16] tests/kernels/test_sgemm.py::test_sgemm_gpu[256-256-256-cp_async-3-8-8x16] tests/kernels/test_vector.py tests/pipeline \
   tests/kernels/test_wgmma_gemm.py::test_wgmma_gemm_gpu[default-1000x776x520-direct] \
   tests/kernels/test_wgmma_gemm.py::test_wgmma_gemm_gpu[default-1000x776x520-tma] \
   tests/kernels/test_wgmma_gemm.py::test_wgmma_gemm_gpu[bn256_c2_bt_s3-1000x776x520-tma]"
@@ -89,6 +91,15 @@ if [[ $STEPS == *tune* ]]; then
   python3 -m asyncpipe tune sgemm --m 4096 --n 4096 --k 4096 \
     --measure-pruned --rounds 5 --json "$OUT/tune_h200.json" 2>&1 | tail -25
   row "tune" "$OUT/tune_h200.json"
+fi
+
+if [[ $STEPS == *sweep* ]]; then
+  python3 scripts/sgemm_sweep.py ${SWEEP_ARGS:-} 2>&1 | tee "$OUT/sweep.log" | grep -v "^{"
+  row "sweep" "$(tail -1 "$OUT/sweep.log" | cut -c1-400)"
+fi
+if [[ $STEPS == *profile* ]]; then
+  bash scripts/profile_sgemm.sh ${PROFILE:-s3 v4 8x16_s3}
+  row "profile" "$OUT/ncu_sgemm.txt"
 fi
 
 if [[ $STEPS == *bench* ]] && python3 -c "import asyncpipe.bench" 2>/dev/null; then

@@ -277,12 +277,13 @@ _COPY = {4: ptx.cp_async_cg_shared_global_16_src_size, 1: ptx.cp_async_ca_shared
 
 
 def kernel_source(variant: str = "cp_async", stages: int = 3, vec_a: int = 4, vec_b: int = 4, edges: bool = True,
-                  bk: int = BK, tile: str = TILE):
+                  bk: int = BK, tile: str = TILE, issue_after: int | None = None):
     """The unrolled Python function of one configuration (what ``kernel`` compiles). With
     ``edges=False`` (M, N multiples of 128, K of ``bk``: the chapter's case) tiles never hang over an
     edge and the loads and stores drop their bounds arithmetic. ``bk`` (cp.async only): the k-depth
     of a stage, 8 (the chapter's) or 16. ``tile`` (cp.async only): the thread tile, ``"8x8"`` (the
-    chapter's, 256 threads) or ``"8x16"`` (128 threads; see ``TILES``)."""
+    chapter's, 256 threads) or ``"8x16"`` (128 threads; see ``TILES``). ``issue_after`` (for
+    experiments; None: the tile's own): where the next tile's copies go in an iteration (ISSUE_AFTER)."""
     if variant == "v4":
         return unrolled(sgemm_v4, EDGES=edges)
     if not edges and (vec_a, vec_b) != (4, 4):
@@ -295,15 +296,16 @@ def kernel_source(variant: str = "cp_async", stages: int = 3, vec_a: int = 4, ve
     layout = {} if tile == TILE else dict(TM=t.tm, TN=t.tn, THREADS=t.threads)
     return unrolled(sgemm_cp_async, STAGES=stages, VEC_A=vec_a, VEC_B=vec_b, EDGES=edges,
                     copy_a=_COPY[vec_a], copy_b=_COPY[vec_b], BK=bk, TILE_FLOATS=tile_floats(bk),
-                    RI=t.ri, COL_STEP=BN // (t.tn // 4), ISSUE_AFTER=t.issue_after, **layout)
+                    RI=t.ri, COL_STEP=BN // (t.tn // 4),
+                    ISSUE_AFTER=t.issue_after if issue_after is None else issue_after, **layout)
 
 
 def kernel(variant: str = "cp_async", stages: int = 3, vec_a: int = 4, vec_b: int = 4, edges: bool = True,
-           bk: int = BK, tile: str = TILE):
+           bk: int = BK, tile: str = TILE, issue_after: int | None = None):
     """The compiled-on-first-use ``cuda.jit`` dispatcher for one configuration."""
-    key = (variant, stages, vec_a, vec_b, edges, bk, tile)
+    key = (variant, stages, vec_a, vec_b, edges, bk, tile, issue_after)
     if key not in _kernels:
-        fn = kernel_source(variant, stages, vec_a, vec_b, edges, bk, tile)
+        fn = kernel_source(variant, stages, vec_a, vec_b, edges, bk, tile, issue_after)
         _kernels[key] = jit(fn, launch_bounds=launch_bounds(edges, bk, tile))
     return _kernels[key]
 

@@ -1,0 +1,114 @@
+"""Times SGEMM configurations at 4096^3 beside cuBLAS (torch) on the GPU: a tuning aid, with knobs the
+public ``sgemm`` does not take (``issue_after``). Configurations compile in parallel processes first
+(numba's disk cache keeps them), then each is timed alone (CUDA events, median).
+
+    python3 scripts/sgemm_sweep.py [--n 4096] [--reps 30] [--once NAME]
+
+``--once NAME`` runs one configuration once at n (for ``ncu -k regex:sgemm``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from concurrent.futures import ProcessPoolExecutor
+
+# name -> kernel() keywords (interior kernel: n a multiple of 128)
+CONFIGS = {
+    "v4": dict(variant="v4"),
+    "s3": dict(stages=3),
+    "s4": dict(stages=4),
+    "s3_ia0": dict(stages=3, issue_after=0),
+    "s3_ia3": dict(stages=3, issue_after=3),
+    "s3_ia7": dict(stages=3, issue_after=7),
+    "s4_bk16": dict(stages=4, bk=16),
+    "s3_bk16": dict(stages=3, bk=16),
+    "8x16_s3": dict(stages=3, tile="8x16"),
+    "8x16_s4": dict(stages=4, tile="8x16"),
+    "8x16_s3_bk16": dict(stages=3, tile="8x16", bk=16),
+    "8x16_s3_ia-1": dict(stages=3, tile="8x16", issue_after=-1),
+}
+
+
+def launcher(name: str, n: int):
+    """A PreparedLaunch of configuration ``name`` on fresh random n x n operands (and the arrays)."""
+    import numpy as np
+    from numba import cuda
+
+    from asyncpipe.host.launch import prepare_launch
+    from asyncpipe.kernels import sgemm as S
+
+    cfg = dict(CONFIGS[name])
+    variant = cfg.pop("variant", "cp_async")
+    rng = np.random.default_rng(0)
+    a = cuda.to_device(rng.standard_normal((n, n)).astype(np.float32))
+    b = cuda.to_device(rng.standard_normal((n, n)).astype(np.float32))
+    c = cuda.device_array((n, n), np.float32)
+    grid = (n // S.BN, n // S.BM)
+    args = (np.int32(n), np.int32(n), np.int32(n), np.float32(1), a.reshape(n * n), b.reshape(n * n), np.float32(0),
+            c.reshape(n * n))
+    if variant == "v4":
+        return prepare_launch(S.kernel("v4", edges=False), grid, S.THREADS, *args), (a, b, c)
+    k = S.kernel("cp_async", cfg.get("stages", 3), 4, 4, False, cfg.get("bk", 8), cfg.get("tile", "8x8"),
+                 cfg.get("issue_after"))
+    return prepare_launch(k, grid, S.threads(cfg.get("tile", "8x8")), *args,
+                          shared_mem=S.shared_bytes(cfg.get("stages", 3), cfg.get("bk", 8))), (a, b, c)
+
+
+def _warm(name):
+    run, _ = launcher(name, 256)
+    run()
+    return name
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--n", type=int, default=4096)
+    p.add_argument("--reps", type=int, default=30)
+    p.add_argument("--once")
+    p.add_argument("--only", help="comma-separated names")
+    args = p.parse_args()
+    if args.once:
+        from numba import cuda
+
+        run, _ = launcher(args.once, args.n)
+        run()
+        cuda.synchronize()
+        return
+    names = args.only.split(",") if args.only else list(CONFIGS)
+    with ProcessPoolExecutor(8) as pool:
+        list(pool.map(_warm, names))
+    import numpy as np
+    from numba import cuda
+
+    from asyncpipe.kernels import sgemm as S
+    from asyncpipe.timing import time_ms, tflops
+
+    n, flop = args.n, 2.0 * args.n**3
+    rows = {}
+    try:
+        import torch
+
+        ta = torch.randn(n, n, device="cuda")
+        tb = torch.randn(n, n, device="cuda")
+        torch.backends.cuda.matmul.allow_tf32 = False
+        rows["cublas"] = tflops(flop, time_ms(lambda: torch.mm(ta, tb), reps=args.reps))
+        print(f"cublas {rows['cublas']:.1f} TF", flush=True)
+    except ImportError:
+        pass
+    for name in names:
+        run, (a, b, c) = launcher(name, n)
+        run()
+        ref = a.copy_to_host()[:64].astype(np.float64) @ b.copy_to_host().astype(np.float64)
+        err = np.abs(c.copy_to_host()[:64] - ref).max() / np.abs(ref).max()
+        rows[name] = tflops(flop, time_ms(run, reps=args.reps))
+        print(f"{name:16s} {rows[name]:6.1f} TF  ratio={rows[name] / rows.get('cublas', float('nan')):.3f}"
+              f"  err={err:.1e}", flush=True)
+    for name in names:                                   # once more, to see the spread
+        run, _ = launcher(name, n)
+        t = tflops(flop, time_ms(run, reps=args.reps))
+        print(f"again {name:16s} {t:6.1f} TF", flush=True)
+    print(json.dumps(rows))
+
+
+if __name__ == "__main__":
+    main()
