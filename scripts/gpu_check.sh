@@ -7,7 +7,7 @@
 # ignored copy of ../shared/reference (the yardstick programs; never committed).
 # Environment: STEPS (default "tests sanitizer bench"; add "tune" for the tuner's table, "sweep" for
 # scripts/sgemm_sweep.py, "profile" for scripts/profile_sgemm.sh over PROFILE (sweep names)), PYTEST_ARGS, JOBS, SANITIZER_TOOLS, SANITIZER_TESTS,
-# SAN_JOBS, SANITIZER_LIMIT (seconds), TEST_TIMEOUT (seconds per test), BENCH_ARGS, COMMIT.
+# PYTEST_K (a -k expression), SAN_JOBS, SANITIZER_LIMIT (seconds), TEST_TIMEOUT (seconds per test), BENCH_ARGS, COMMIT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/asyncpipe-out}; mkdir -p "$OUT"
@@ -59,12 +59,16 @@ def warm(variant_stages):
     import numpy as np
     from numba import cuda
     from asyncpipe.kernels.sgemm import sgemm
-    variant, stages = variant_stages
+    variant, stages, bk, tile = variant_stages
     a = cuda.to_device(np.ones((256, 256), np.float32))
-    sgemm(a, a, cuda.device_array((256, 256), np.float32), stages=stages, variant=variant)
+    kw = dict(variant=variant) if variant == "v4" else dict(stages=stages, bk=bk, tile=tile)
+    sgemm(a, a, cuda.device_array((256, 256), np.float32), **kw)
     return variant_stages
-with ProcessPoolExecutor(8) as pool:
-    print(list(pool.map(warm, [("cp_async", s) for s in range(2, 9)] + [("v4", None)])))
+from asyncpipe.bench import SGEMM_8X16, SGEMM_BK16_STAGES
+configs = ([("cp_async", s, 8, "8x8") for s in range(2, 9)] + [("v4", None, 8, "8x8")]
+           + [("cp_async", s, 16, "8x8") for s in SGEMM_BK16_STAGES] + [("cp_async", s, bk, "8x16") for s, bk in SGEMM_8X16])
+with ProcessPoolExecutor(12) as pool:          # the slow ones (8 x 16: minutes of ptxas) first
+    print(list(pool.map(warm, configs[::-1])))
 PY
 fi
 
@@ -72,7 +76,7 @@ fi
 # the process and hide its cause), JOBS at a time.
 if [[ $STEPS == *tests* ]]; then
   t0=$(date +%s)
-  python3 scripts/run_isolated.py -j "$JOBS" --timeout "${TEST_TIMEOUT:-300}" --log "$OUT/gpu_failures.log" -m "gpu or hopper" ${PYTEST_ARGS:-tests} \
+  python3 scripts/run_isolated.py -j "$JOBS" --timeout "${TEST_TIMEOUT:-300}" --log "$OUT/gpu_failures.log" -m "gpu or hopper" ${PYTEST_K:+-k "$PYTEST_K"} ${PYTEST_ARGS:-tests} \
     > "$OUT/gpu_tests.log" 2>&1
   grep FAIL "$OUT/gpu_tests.log" | head -40
   row "gpu tests" "$(tail -1 "$OUT/gpu_tests.log") ($(( $(date +%s) - t0 )) s)"

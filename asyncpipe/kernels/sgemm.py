@@ -84,7 +84,7 @@ class ThreadTile:
 
 
 TILES = {
-    "8x8": ThreadTile(TM, TN, THREADS, 1, -1, LAUNCH_BOUNDS, LAUNCH_BOUNDS_EDGES),     # the chapter's
+    "8x8": ThreadTile(TM, TN, THREADS, 1, 3, LAUNCH_BOUNDS, LAUNCH_BOUNDS_EDGES),      # the chapter's
     # two CTAs of 128 threads fit any register count (255 here, both kernels, nothing spilled); the
     # copies go after the first four k-steps' reads (A's LDS.128 spans four k-steps)
     "8x16": ThreadTile(8, 16, 128, 4, 3, (128, 2), (128,)),
