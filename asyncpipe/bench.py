@@ -10,31 +10,18 @@ from __future__ import annotations
 
 import datetime
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 from numba import cuda
 
+from .provenance import commit
 from .timing import gbps, time_ms, tflops
 
 
 def _progress(msg: str) -> None:
     print(f"[bench] {msg}", file=sys.stderr, flush=True)
-
-
-def _commit() -> str:
-    """``$COMMIT`` when set (the GPU machine gets a copy of the tree without ``.git``), else git's."""
-    if os.environ.get("COMMIT"):
-        return os.environ["COMMIT"]
-    try:
-        here = Path(__file__).resolve().parent
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=here, capture_output=True, text=True)
-        return out.stdout.strip() or "unknown"
-    except OSError:
-        return "unknown"
 
 
 # ------------------------------------------------------------------------------------------------
@@ -236,7 +223,7 @@ def run_bench(json_path: str | None = None, reference: str | None = None, quick:
         except Exception as exc:  # noqa: BLE001 - the kernels' figures stand without it
             _progress(f"first-call timing failed: {type(exc).__name__}: {exc}")
     doc = dict(gpu=gpu, date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-               commit=_commit(), yardsticks={**yard, **{f"nvcc_{k}": v for k, v in ref.items()}}, results=records,
+               commit=commit(), yardsticks={**yard, **{f"nvcc_{k}": v for k, v in ref.items()}}, results=records,
                first_call=first_call)
     print(format_table(doc))
     if json_path:

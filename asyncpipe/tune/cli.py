@@ -11,9 +11,10 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import subprocess
 import sys
 from pathlib import Path
+
+from ..provenance import commit
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -38,15 +39,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--force", action="store_true", help="measure again even if the cache has this problem")
     p.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
     p.add_argument("--json", metavar="PATH", help="write the whole run here as JSON")
-
-
-def _commit() -> str:
-    try:
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=Path(__file__).resolve().parent,
-                             capture_output=True, text=True)
-        return out.stdout.strip() or "unknown"
-    except OSError:
-        return "unknown"
 
 
 def run(args) -> int:
@@ -89,7 +81,7 @@ def run(args) -> int:
         return 2
     print(res.table())
     if args.json:
-        doc = res.to_dict() | {"commit": _commit(), "written": datetime.datetime.now().isoformat(timespec="seconds"),
+        doc = res.to_dict() | {"commit": commit(), "written": datetime.datetime.now().isoformat(timespec="seconds"),
                                "command": "python -m asyncpipe tune " + " ".join(sys.argv[2:])}
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(doc, indent=1) + "\n")
