@@ -28,7 +28,7 @@ def _calls():
     x = cuda.to_device(np.ones(1 << 16, np.float32))
     t = cuda.to_device(np.zeros((256, 256), np.int32))
     return {
-        "sgemm_cp_async_s3": lambda: S.sgemm(a, a, stages=3),
+        "sgemm_cp_async_s3": lambda: S.sgemm(a, a, stages=3, tile="8x8", bk=8),
         "sgemm_v4": lambda: S.sgemm(a, a, variant="v4"),
         "tma_add_one_chapter": lambda: add_one(t, pipelined=False),
         "tma_add_one_pipelined": lambda: add_one(t, pipelined=True),

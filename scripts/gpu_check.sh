@@ -5,13 +5,13 @@
 #   run(command="bash scripts/gpu_check.sh", carry=[".whl", ".ref"])
 # .whl holds numpy 2.4 (the image's numpy 2.5 breaks numba-cuda 0.30.4) and pytest; .ref is an
 # ignored copy of ../shared/reference (the yardstick programs; never committed).
-# Environment: STEPS (default "tests sanitizer bench"; add "tune" for the tuner's table, "sweep" for
+# Environment: STEPS (default "tests sanitizer bench"; add "tune" for the tuner's table (TUNE_ARGS), "sweep" for
 # scripts/sgemm_sweep.py, "profile" for scripts/profile_sgemm.sh over PROFILE (sweep names)), PYTEST_ARGS, JOBS, SANITIZER_TOOLS, SANITIZER_TESTS,
 # PYTEST_K (a -k expression), SAN_JOBS, SANITIZER_LIMIT (seconds), TEST_TIMEOUT (seconds per test), BENCH_ARGS, COMMIT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/asyncpipe-out}; mkdir -p "$OUT"
-STEPS=${STEPS:-"tests sanitizer bench"}
+export STEPS=${STEPS:-"tests sanitizer bench"}
 export PYTHONUNBUFFERED=1
 if [ -d .whl ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target .site .whl/*.whl || exit 1
@@ -64,9 +64,14 @@ def warm(variant_stages):
     kw = dict(variant=variant) if variant == "v4" else dict(stages=stages, bk=bk, tile=tile)
     sgemm(a, a, cuda.device_array((256, 256), np.float32), **kw)
     return variant_stages
+import os
 from asyncpipe.bench import SGEMM_8X16, SGEMM_BK16_STAGES
 configs = ([("cp_async", s, 8, "8x8") for s in range(2, 9)] + [("v4", None, 8, "8x8")]
            + [("cp_async", s, 16, "8x8") for s in SGEMM_BK16_STAGES] + [("cp_async", s, bk, "8x16") for s, bk in SGEMM_8X16])
+if "tune" in os.environ.get("STEPS", ""):      # the tuner's candidates: every (stages, tile, bk)
+    from asyncpipe.tune.kernels import tunable
+    configs += [("cp_async", c.stages, c.kw.get("bk", 8), c.kw.get("tile", "8x8")) for c in tunable("sgemm").configs()]
+    configs = list(dict.fromkeys(configs))
 with ProcessPoolExecutor(12) as pool:          # the slow ones (8 x 16: minutes of ptxas) first
     print(list(pool.map(warm, configs[::-1])))
 PY
@@ -89,11 +94,12 @@ if [[ $STEPS == *sanitizer* ]]; then
   done
 fi
 
-# the stage-count tuner on the chapter's SGEMM at 4096^3: every stage count timed (the pruned ones
-# too, to check the model's pruning); its table is bench/tune_h200.json once committed
+# the tuner on the SGEMM at 4096^3: every stage count of every (tile, bk) timed (the pruned ones too,
+# to check the model's pruning; TUNE_ARGS narrows it, e.g. "--tile 8x8 --bk 8"); its table is
+# bench/tune_h200.json once committed
 if [[ $STEPS == *tune* ]]; then
-  python3 -m asyncpipe tune sgemm --m 4096 --n 4096 --k 4096 \
-    --measure-pruned --rounds 5 --json "$OUT/tune_h200.json" 2>&1 | tail -25
+  python3 -m asyncpipe tune sgemm --m 4096 --n 4096 --k 4096 ${TUNE_ARGS:-} \
+    --measure-pruned --rounds 5 --json "$OUT/tune_h200.json" 2>&1 | tail -45
   row "tune" "$OUT/tune_h200.json"
 fi
 

@@ -334,29 +334,26 @@ def shared_bytes(stages: int, bk: int = BK) -> int:
     return stages * tile_floats(bk) * 4
 
 
-def sgemm(A, B, C=None, alpha=1.0, beta=0.0, stages=None, variant="cp_async", stream=0, bk=BK, tile=TILE):
+def sgemm(A, B, C=None, alpha=1.0, beta=0.0, stages=None, variant="cp_async", stream=0, bk=None, tile=None):
     """C = alpha * A @ B + beta * C for float32 row-major CUDA arrays (numba, CuPy, PyTorch...).
 
     ``C`` is allocated (and ``beta`` must be 0) when not given. Returns C as a numba device array
     view of the same memory. ``variant`` is ``"cp_async"`` (``stages`` 2..8; ``bk``, the k-depth of a
     stage, 8 as in the chapter or 16; ``tile``, the thread tile, ``"8x8"`` as in the chapter or
-    ``"8x16"``: 128 threads of 8 x 16 outputs, the faster one) or ``"v4"`` (``bk`` 8, ``tile`` "8x8").
-    ``stages=None`` takes the tuner's cached choice for this GPU and problem
-    (``python -m asyncpipe tune sgemm``), else the chapter's 3. A repeated call with the same arrays
-    and options reuses its launch plan (``asyncpipe.host.plans``): no checks, no argument handling.
+    ``"8x16"``: 128 threads of 8 x 16 outputs) or ``"v4"`` (``bk`` 8, ``tile`` "8x8").
+    For ``cp_async``, what is left None (``stages``, ``tile``, ``bk``) comes from the tuner's fastest
+    measured configuration on this GPU and problem that agrees with what was given
+    (``python -m asyncpipe tune sgemm``), else from the chapter's: 3 stages, "8x8", 8. A repeated
+    call with the same arrays and options reuses its launch plan (``asyncpipe.host.plans``): no
+    checks, no argument handling.
     """
     from ..host.plans import array_key, option_key, run_plan
     from .checks import as_matrix
 
     c_given = C is not None
-    if stages is None and variant == "cp_async" and tile != TILE:
-        stages = 3                                    # the tuner's table is the chapter's tile's
-    if stages is None and variant == "cp_async":
-        from ..tune import cached_stages
-
-        ka, kb = array_key(A), array_key(B)
-        shapes_ok = ka is not None and kb is not None and len(ka[1]) == len(kb[1]) == 2
-        stages = (cached_stages("sgemm", (ka[1][0], kb[1][1], ka[1][1])) if shapes_ok else None) or 3
+    if variant == "cp_async" and None in (stages, tile, bk):
+        stages, tile, bk = _configuration(A, B, stages, tile, bk)
+    tile, bk = TILE if tile is None else tile, BK if bk is None else bk
     if not c_given:
         a, b = as_matrix("sgemm", "A", A), as_matrix("sgemm", "B", B)
         C = cuda.device_array((a.shape[0], b.shape[1]), np.float32, stream=stream)
@@ -364,6 +361,23 @@ def sgemm(A, B, C=None, alpha=1.0, beta=0.0, stages=None, variant="cp_async", st
            id(stream) if stream else 0)
     run_plan(_plans, key, lambda: _plan(A, B, C, alpha, beta, stages, variant, stream, c_given, bk, tile))
     return C if not c_given else as_matrix("sgemm", "C", C)
+
+
+CHAPTER_CONFIGURATION = {"stages": 3, "tile": TILE, "bk": BK}
+
+
+def _configuration(A, B, stages, tile, bk) -> tuple:
+    """(stages, tile, bk) with the ones not given filled from the tuner's cache (``sgemm``'s doc)."""
+    from ..host.plans import array_key
+    from ..tune import cached_config
+
+    given = {k: v for k, v in (("stages", stages), ("tile", tile), ("bk", bk)) if v is not None}
+    ka, kb = array_key(A), array_key(B)
+    tuned = None
+    if ka is not None and kb is not None and len(ka[1]) == len(kb[1]) == 2:
+        tuned = cached_config("sgemm", (ka[1][0], kb[1][1], ka[1][1]), **given)
+    chosen = CHAPTER_CONFIGURATION | ({**tuned.kw, "stages": tuned.stages} if tuned else {}) | given
+    return chosen["stages"], chosen["tile"], chosen["bk"]
 
 
 _plans = PlanCache()

@@ -52,6 +52,12 @@ class SgemmTile:
         return (self.bm * self.bn) // (self.tm * self.tn)
 
     @property
+    def work(self) -> float:
+        """A k-tile's FMAs relative to the chapter's (128 x 128 x 8): the calibration's
+        ``compute_ns`` is the chapter's k-tile, so a 16-deep stage computes twice as long."""
+        return (self.bm * self.bn * self.bk) / (128 * 128 * 8)
+
+    @property
     def stage_bytes(self) -> int:
         """One stage: A's BM x BK tile and B's BK x BN tile (8 KB for the chapter's tile)."""
         return stage_bytes((self.bm, self.bk), (self.bk, self.bn), element_bytes=self.element_bytes)
@@ -66,6 +72,23 @@ class SgemmTile:
 
 
 CHAPTER_TILE = SgemmTile()
+
+
+def kernel_tile(tile: str = "8x8", bk: int = 8) -> SgemmTile:
+    """The model's view of ``asyncpipe.kernels.sgemm``'s cp.async kernel with thread tile ``tile``
+    and stage depth ``bk`` (``sgemm(tile=..., bk=...)``): threads and the register cap from the
+    kernel's own tables, the same 128 x 128 CTA tile."""
+    from ..kernels import sgemm as kernels
+
+    check(tile in kernels.TILES, API, f"tile must be one of {tuple(kernels.TILES)}", repr(tile))
+    check(bk in kernels.BKS, API, f"bk must be one of {kernels.BKS}", repr(bk))
+    t = kernels.TILES[tile]
+    bounds = kernels.launch_bounds(False, bk, tile)
+    if len(bounds) > 1:                       # (threads, CTAs per SM): the most registers a thread may take
+        registers = min(255, 65536 // (t.threads * bounds[1]))
+    else:                                     # the chapter's tile at bk 8, uncapped: ptxas takes 128
+        registers = CHAPTER_TILE.registers    # (tests/kernels/test_sgemm.py checks it)
+    return SgemmTile(kernels.BM, kernels.BN, bk, t.tm, t.tn, registers=registers)
 
 
 @dataclass(frozen=True)
@@ -116,7 +139,7 @@ def _problem(api: str, problem) -> tuple[int, int, int]:
 def cta_time(tiles: int, stages: int, cal: SgemmCalibration, resident: int, tile: SgemmTile = CHAPTER_TILE) -> float:
     """One CTA's time over ``tiles`` k-tiles with ``resident`` CTAs sharing its SM (closed form
     when there is no issue cost and no bandwidth limit, the event model otherwise)."""
-    compute = cal.compute_ns * resident
+    compute = cal.compute_ns * tile.work * resident
     if cal.issue_ns == 0 and cal.sm_bytes_per_ns is None:
         return cp_async_closed_form(tiles, stages, cal.load_latency_ns, compute)
     return cp_async_timeline(tiles, stages, cal.load_latency_ns, compute, issue_cost=cal.issue_ns,
@@ -160,36 +183,39 @@ def calibrate(measured_ms: dict, problem, lim: DeviceLimits, tile: SgemmTile = C
               registers: int | dict | None = None, source: str = "fit") -> SgemmCalibration:
     """Fit the latency and the compute time to measured times ``{stages: ms}`` on ``problem``,
     minimising the squared log ratio of predicted to measured over a fine grid, refined four times
-    around its best point (no issue cost, unlimited bandwidth: the two constants only).
-    ``registers`` is one count for all, or ``{stages: count}`` as the compiled kernels reported
-    (None: the tile's default). With only compute-bound measurements the latency is only bounded
-    above; the fit then returns the smallest latency of the best grid cells."""
+    around its best point (no issue cost, unlimited bandwidth: the two constants only). A key may
+    also be ``(stages, SgemmTile)``, for measurements of several tiles in one fit (``tile`` is the
+    one of plain keys). ``registers`` is one count for all, or a count per key as the compiled
+    kernels reported (None: the tile's default). With only compute-bound measurements the latency
+    is only bounded above; the fit then returns the smallest latency of the best grid cells."""
     import numpy as np
 
     check(len(measured_ms) >= 2, "calibrate", "needs times for at least 2 stage counts", dict(measured_ms))
-    pts = {count("calibrate", "stages", s, tile.min_stages): duration("calibrate", "measured ms", v, positive=True)
-           for s, v in measured_ms.items()}
 
-    def regs(s):
-        return registers.get(s) if isinstance(registers, dict) else registers
+    def point(key):                          # (stages, tile) of a key
+        s, t = key if isinstance(key, tuple) else (key, tile)
+        return count("calibrate", "stages", s, t.min_stages), t
 
-    plans = {s: _plan(problem, s, lim, tile, regs(s)) for s in pts}
+    pts = {point(key): duration("calibrate", "measured ms", v, positive=True) for key, v in measured_ms.items()}
+    regs = {point(key): v for key, v in registers.items()} if isinstance(registers, dict) else {}
+    plans = {p: _plan(problem, p[0], lim, p[1], regs.get(p, registers if isinstance(registers, int) else None))
+             for p in pts}
 
     def loss(lat, comp):                     # arrays of the grid's shape; cp_async_closed_form, vectorised
         err = 0.0
-        for s, ms in pts.items():
-            k = plans[s].tiles - 1
+        for (s, t), ms in pts.items():
+            k = plans[s, t].tiles - 1
             q, r_ = divmod(k, s - 1)
-            t = 0.0
-            for n, r in plans[s].waves:
-                c = comp * r
-                t = t + n * (np.maximum(lat + k * c, lat * (1 + q) + r_ * c) + c)
-            err = err + np.log(t * 1e-6 / ms) ** 2
+            total = 0.0
+            for n, r in plans[s, t].waves:
+                c = comp * t.work * r
+                total = total + n * (np.maximum(lat + k * c, lat * (1 + q) + r_ * c) + c)
+            err = err + np.log(total * 1e-6 / ms) ** 2
         return err
 
     # start from the compute-bound reading of the fastest point: compute ~ time / (tiles x waves x r)
     s0 = min(pts, key=pts.get)
-    comp0 = pts[s0] * 1e6 / sum(n * r * plans[s0].tiles for n, r in plans[s0].waves)
+    comp0 = pts[s0] * 1e6 / sum(n * r * plans[s0].tiles * s0[1].work for n, r in plans[s0].waves)
     lat_lo, lat_hi, comp_lo, comp_hi = 1.0, 100 * comp0 * plans[s0].occupancy.ctas_per_sm, comp0 / 4, comp0 * 2
     for step in range(5):                    # a fine first grid (the loss has narrow valleys), then zoom
         lats = np.geomspace(lat_lo, lat_hi, 601 if step == 0 else 61)

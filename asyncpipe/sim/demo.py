@@ -25,7 +25,7 @@ def _sgemm():
     a = rng.uniform(-1, 1, (m, k)).astype(np.float32)
     b = rng.uniform(-1, 1, (k, n)).astype(np.float32)
     c = cuda.to_device(np.full((m, n), np.nan, np.float32))
-    sgemm(cuda.to_device(a), cuda.to_device(b), c, stages=3)
+    sgemm(cuda.to_device(a), cuda.to_device(b), c, stages=3, tile="8x8", bk=8)
     ref = a.astype(np.float64) @ b
     err = np.linalg.norm(c.copy_to_host() - ref) / np.linalg.norm(ref)
     return err < 1e-5, f"rel. error {err:.1e} at {m}x{n}x{k}, 3 stages"

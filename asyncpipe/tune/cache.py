@@ -82,20 +82,46 @@ def store(entry: dict, path=None) -> Path:
     return p
 
 
-def cached_stages(kernel: str, problem, *, gpu: str | None = None, path=None) -> int | None:
-    """The tuned stage count for ``kernel`` on ``problem`` (e.g. ``("sgemm", (M, N, K))``) on this
-    GPU with this asyncpipe version, or None when it was never tuned (or there is no GPU to ask
-    about). ``gpu`` overrides the current device's name."""
+def cached_config(kernel: str, problem, *, gpu: str | None = None, path=None, **fixed):
+    """The fastest measured configuration (``asyncpipe.tune.kernels.Config``) of ``kernel`` on
+    ``problem`` on this GPU with this asyncpipe version, among those whose options (and stage count)
+    agree with ``fixed`` (e.g. ``tile="8x16"``; an option not in a configuration means its default). None when
+    it was never tuned (or there is no GPU to ask about). ``gpu`` overrides the current device's name."""
+    from .kernels import Config
+
     if gpu is None:
         from ..errors import AsyncpipeError
         from ..host.device import device_info
 
         try:
-            gpu = device_info("cached_stages").name
+            gpu = device_info("cached_config").name
         except AsyncpipeError:
             return None
     entry = lookup(gpu, kernel, problem, path=path)
     if not entry:
         return None
-    stages = entry.get("best", {}).get("stages")
-    return int(stages) if isinstance(stages, int) else None
+    defaults = _defaults(kernel)
+    rows = [r for r in entry.get("rows", []) if r.get("correct") and isinstance(r.get("measured_ms"), (int, float))
+            and not r.get("pruned")
+            and all({**defaults, **r.get("options", {}), "stages": r.get("stages")}.get(k) == v
+                    for k, v in fixed.items())]
+    if not rows:
+        return None
+    best = min(rows, key=lambda r: (r["measured_ms"], r["stages"]))
+    return Config.of(best["stages"], **best.get("options", {}))
+
+
+def cached_stages(kernel: str, problem, *, gpu: str | None = None, path=None) -> int | None:
+    """The tuned stage count of ``kernel``'s default configuration (for the SGEMM the chapter's
+    tile) on ``problem``, or None (``cached_config``)."""
+    c = cached_config(kernel, problem, gpu=gpu, path=path, **_defaults(kernel))
+    return c.stages if c else None
+
+
+def _defaults(kernel: str) -> dict:
+    """The option values a configuration without them has (the SGEMM: ``sgemm()``'s defaults)."""
+    if kernel == "sgemm":
+        from ..kernels import sgemm as kernels
+
+        return {"tile": kernels.TILE, "bk": kernels.BK}
+    return {}

@@ -25,6 +25,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--n", type=int, required=True)
     p.add_argument("--k", type=int, required=True)
     p.add_argument("--stages", type=int, nargs="+", help="candidate stage counts (default: all the kernel accepts)")
+    p.add_argument("--tile", nargs="+", help="sgemm: candidate thread tiles (default: all, 8x8 and 8x16)")
+    p.add_argument("--bk", type=int, nargs="+", help="sgemm: candidate stage depths (default: all, 8 and 16)")
     p.add_argument("--margin", type=float, default=0.10,
                    help="prune candidates predicted more than this fraction slower than the best (default 0.10)")
     p.add_argument("--rounds", type=int, default=3, help="timing rounds, round-robin over candidates (default 3)")
@@ -39,6 +41,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--force", action="store_true", help="measure again even if the cache has this problem")
     p.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
     p.add_argument("--json", metavar="PATH", help="write the whole run here as JSON")
+
+
+def _option_sets(spec, args) -> list[dict] | None:
+    """The kernel's option sets that ``--tile`` and ``--bk`` leave in (None: all of them)."""
+    if not args.tile and not args.bk:
+        return None
+    from .cache import _defaults
+
+    defaults = _defaults(spec.name)
+    wanted = {"tile": args.tile, "bk": args.bk}
+    return [o for o in spec.option_sets
+            if all(v is None or {**defaults, **o}.get(k) in v for k, v in wanted.items())]
 
 
 def run(args) -> int:
@@ -56,7 +70,7 @@ def run(args) -> int:
         cal = replace(cal, load_latency_ns=args.load_latency_ns, source="command line")
     if args.compute_ns is not None:
         cal = replace(cal, compute_ns=args.compute_ns, source="command line")
-    common = dict(calibration=cal, candidates=args.stages, margin=args.margin)
+    common = dict(calibration=cal, candidates=args.stages, margin=args.margin, options=_option_sets(spec, args))
     why_not = None
     try:
         if args.predict_only:

@@ -1,5 +1,5 @@
 """The tuner's GPU side: for one kernel and problem, the ``check`` and ``time`` callables that
-``asyncpipe.tune.search.tune`` calls with a stage count. Needs a CUDA GPU (sm_80 or newer for
+``asyncpipe.tune.search.tune`` calls with a configuration (``Config``: stage count and options). Needs a CUDA GPU (sm_80 or newer for
 cp.async); without one, ``UnsupportedDeviceError`` says so before anything is allocated.
 
 ``timer`` is the timing function, ``asyncpipe.timing.time_ms`` by default (CUDA events around
@@ -14,6 +14,7 @@ from typing import Callable
 import numpy as np
 
 from ..constants import SM_CP_ASYNC
+from .kernels import Config
 from .search import Check
 
 # Relative (Frobenius) error a float32 GEMM with K up to a few thousand stays far below; a wrong
@@ -25,20 +26,21 @@ SGEMM_TOLERANCE = 1e-4
 class Measurement:
     """What the tuner needs from the GPU: the two callables, and the device they ran on."""
 
-    check: Callable[[int], Check]
-    time: Callable[[int], float]
+    check: Callable[[Config], Check]
+    time: Callable[[Config], float]
     gpu: str
     limits: object
 
 
-def _registers(kernels_module, stages: int) -> int | None:
-    """Registers per thread of the cp.async kernel(s) ``sgemm()`` compiled for ``stages`` (numba
+def _registers(kernels_module, config: Config) -> int | None:
+    """Registers per thread of the cp.async kernel(s) ``sgemm()`` compiled for ``config`` (numba
     reads them from the loaded function), the most of them if several variants ran; None when
     numba cannot say. Informative only: the table shows a blank then."""
     found = []
+    bk, tile = config.kw.get("bk", kernels_module.BK), config.kw.get("tile", kernels_module.TILE)
     try:
-        for key, disp in kernels_module._kernels.items():    # keyed (variant, stages, ...)
-            if key[0] == "cp_async" and key[1] == stages:
+        for key, disp in kernels_module._kernels.items():    # keyed (variant, stages, vec_a, vec_b, edges, bk, tile, ...)
+            if key[0] == "cp_async" and key[1] == config.stages and key[5] == bk and key[6] == tile:
                 regs = disp.get_regs_per_thread()
                 found += list(regs.values()) if isinstance(regs, dict) else [regs]
     except Exception:  # noqa: BLE001
@@ -47,8 +49,8 @@ def _registers(kernels_module, stages: int) -> int | None:
 
 
 def sgemm_measurement(problem, timer: Callable | None = None, reps: int = 20, seed: int = 0) -> Measurement:
-    """``check(stages)`` runs the cp.async SGEMM once on random data (C poisoned with NaN first)
-    and compares it with numpy in float64; ``time(stages)`` times it with ``timer``."""
+    """``check(config)`` runs the cp.async SGEMM once on random data (C poisoned with NaN first)
+    and compares it with numpy in float64; ``time(config)`` times it with ``timer``."""
     from numba import cuda
 
     from ..host.device import require_cc
@@ -69,16 +71,16 @@ def sgemm_measurement(problem, timer: Callable | None = None, reps: int = 20, se
     dc = cuda.device_array((m, n), np.float32)
     poison = cuda.to_device(np.full((m, n), np.nan, np.float32))
 
-    def check(stages: int) -> Check:
+    def check(config: Config) -> Check:
         dc.copy_to_device(poison)
-        S.sgemm(da, db, dc, stages=stages)
+        S.sgemm(da, db, dc, stages=config.stages, **config.kw)
         cuda.synchronize()
         err = float(np.linalg.norm(dc.copy_to_host().astype(np.float64) - ref) / ref_norm)
-        regs = _registers(S, stages)
+        regs = _registers(S, config)
         ok = bool(np.isfinite(err) and err < SGEMM_TOLERANCE)
         return Check(ok, err, regs, "" if ok else f"(tolerance {SGEMM_TOLERANCE:g})")
 
-    def time(stages: int) -> float:
-        return timer(lambda: S.sgemm(da, db, dc, stages=stages), reps=reps)
+    def time(config: Config) -> float:
+        return timer(lambda: S.sgemm(da, db, dc, stages=config.stages, **config.kw), reps=reps)
 
     return Measurement(check, time, info.name, limits)

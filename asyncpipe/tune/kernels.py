@@ -1,6 +1,7 @@
-"""The kernels the tuner knows: for each, its problem's shape, its candidate stage counts, how the
-model predicts a configuration, how to fit the model to measurements, and where its GPU
-measurement lives. Adding a kernel is adding an entry here and a builder in ``gpu.py``."""
+"""The kernels the tuner knows: for each, its problem's shape, its candidate configurations (stage
+counts, and the kernel's other compile-time options such as the SGEMM's thread tile and stage
+depth), how the model predicts a configuration, how to fit the model to measurements, and where its
+GPU measurement lives. Adding a kernel is adding an entry here and a builder in ``gpu.py``."""
 
 from __future__ import annotations
 
@@ -11,16 +12,51 @@ from typing import Callable, Mapping
 from ..errors import check
 
 
+@dataclass(frozen=True, order=True)
+class Config:
+    """One candidate: a stage count and the kernel's other compile-time options, as sorted
+    ``(name, value)`` pairs (empty: the kernel's defaults, for the SGEMM the chapter's tile)."""
+
+    options: tuple = ()
+    stages: int = 3
+
+    @classmethod
+    def of(cls, stages: int, **options) -> "Config":
+        return cls(tuple(sorted(options.items())), int(stages))
+
+    @property
+    def kw(self) -> dict:
+        """The options as keywords for the kernel's Python function."""
+        return dict(self.options)
+
+    def label(self) -> str:
+        """``"3"``, or ``"3 bk=16 tile=8x16"``."""
+        return " ".join([str(self.stages), *(f"{k}={v}" for k, v in self.options)])
+
+    def to_dict(self) -> dict:
+        return {"stages": self.stages, "options": self.kw}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Config":
+        return cls.of(d["stages"], **d.get("options", {}))
+
+
 @dataclass(frozen=True)
 class Tunable:
     name: str
     dims: tuple[str, ...]                 # the problem's names, in order
     candidates: tuple[int, ...]           # stage counts the kernel accepts
-    predict: Callable                     # (problem, stages, limits, calibration, registers=None) -> Prediction
-    calibrate: Callable                   # ({stages: ms}, problem, limits, {stages: registers}) -> calibration
+    option_sets: tuple[dict, ...]         # its other configurations; the first, {}, is its default
+    predict: Callable                     # (problem, Config, limits, calibration, registers=None) -> Prediction
+    calibrate: Callable                   # ({Config: ms}, problem, limits, {Config: registers}) -> calibration
     default_calibration: object
     flop: Callable[[tuple], float]        # for the TFLOPS column
     gpu_builder: str                      # function in asyncpipe.tune.gpu: (problem, timer, reps) -> callables
+
+    def configs(self, stages=None, option_sets=None) -> tuple[Config, ...]:
+        """Every (option set, stage count) pair: all the kernel accepts, or the given subsets."""
+        return tuple(Config.of(s, **o) for o in (option_sets if option_sets is not None else self.option_sets)
+                     for s in (stages if stages is not None else self.candidates))
 
     def problem(self, value) -> tuple[int, ...]:
         """``value`` as a tuple in ``dims`` order: a sequence, or a mapping by dim name."""
@@ -37,16 +73,30 @@ class Tunable:
 
 
 def _sgemm() -> Tunable:
+    from ..kernels import sgemm as kernels
     from ..model import sgemm as model
 
-    tile = model.CHAPTER_TILE
+    chapter = model.CHAPTER_TILE
+
+    def tile_of(c: Config):
+        return model.kernel_tile(**c.kw) if c.options else chapter
+
+    # the chapter's tile first (the default: no options), then every other (tile, bk) sgemm() takes,
+    # named by what differs from the defaults
+    defaults = {"tile": kernels.TILE, "bk": kernels.BK}
+    option_sets = tuple({k: v for k, v in (("tile", tile), ("bk", bk)) if v != defaults[k]}
+                        for tile in kernels.TILES for bk in kernels.BKS)
     return Tunable(
         name="sgemm",
         dims=("m", "n", "k"),
-        candidates=tuple(range(tile.min_stages, tile.max_stages + 1)),
-        predict=lambda problem, s, lim, cal, registers=None: model.predict(problem, s, lim, cal, tile, registers),
-        calibrate=lambda ms, problem, lim, regs=None: model.calibrate(ms, problem, lim, tile, regs,
-                                                                      source="fit to this tuning run"),
+        candidates=tuple(range(chapter.min_stages, chapter.max_stages + 1)),
+        option_sets=option_sets,
+        predict=lambda problem, c, lim, cal, registers=None: model.predict(problem, c.stages, lim, cal, tile_of(c),
+                                                                           registers),
+        calibrate=lambda ms, problem, lim, regs=None: model.calibrate(
+            {(c.stages, tile_of(c)): v for c, v in ms.items()}, problem, lim,
+            registers={(c.stages, tile_of(c)): v for c, v in (regs or {}).items()},
+            source="fit to this tuning run"),
         default_calibration=model.DEFAULT_CALIBRATION,
         flop=lambda p: 2.0 * p[0] * p[1] * p[2],
         gpu_builder="sgemm_measurement",

@@ -2,13 +2,16 @@
 
     result = tune("sgemm", (4096, 4096, 4096), gpu=name, limits=lim, check=check_fn, time=time_fn)
 
-1. Every candidate stage count is predicted by the model (``asyncpipe.model``) on the GPU's
+A candidate is a ``Config``: a stage count and the kernel's other compile-time options (for the
+SGEMM its thread tile and stage depth; by default every combination ``sgemm()`` takes).
+
+1. Every candidate is predicted by the model (``asyncpipe.model``) on the GPU's
    limits. A candidate that cannot launch (too much shared memory) is pruned, and so is one the
    model predicts more than ``margin`` slower than its best: the model is trusted to rule out,
    not to pick, since it cannot see what separates configurations it predicts equal.
-2. Each remaining candidate is checked once (``check(stages)``: compiled, run, compared with
+2. Each remaining candidate is checked once (``check(config)``: compiled, run, compared with
    numpy) and then timed ``rounds`` times, round-robin so that clock drift hits all alike
-   (``time(stages)``: median milliseconds of several CUDA-event timings). The measured time is the
+   (``time(config)``: median milliseconds of several CUDA-event timings). The measured time is the
    median of the rounds.
 3. The best correct candidate (ties to fewer stages: less shared memory for the same speed) is
    returned, stored in the cache with the whole table, and the model is refitted to the
@@ -30,12 +33,12 @@ from typing import Callable
 from .. import __version__
 from ..errors import AsyncpipeError, check as require
 from . import cache
-from .kernels import tunable
+from .kernels import Config, tunable
 
 
 @dataclass(frozen=True)
 class Check:
-    """What ``check(stages)`` reports: correct against numpy or not, the relative error, and the
+    """What ``check(config)`` reports: correct against numpy or not, the relative error, and the
     registers per thread of the compiled kernel when the GPU path could read them."""
 
     ok: bool
@@ -58,6 +61,11 @@ class Row:
     times_ms: list = field(default_factory=list)
     measured_ms: float | None = None
     fitted_ms: float | None = None           # the model's prediction after refitting to this run
+    options: dict = field(default_factory=dict)   # the kernel's other options ({}: its defaults)
+
+    @property
+    def config(self) -> Config:
+        return Config.of(self.stages, **self.options)
 
 
 @dataclass
@@ -67,7 +75,7 @@ class TuneResult:
     gpu: str
     version: str
     rows: list[Row]
-    best_stages: int                          # the tuner's pick (the model's when nothing was measured)
+    best: Config | None                       # the tuner's pick (the model's when nothing was measured)
     measured: bool
     calibration: dict
     fitted_calibration: dict | None = None
@@ -76,26 +84,33 @@ class TuneResult:
     date: str = ""
     notes: list = field(default_factory=list)
 
-    def row(self, stages: int) -> Row:
-        return next(r for r in self.rows if r.stages == stages)
+    @property
+    def best_stages(self) -> int:
+        return self.best.stages
+
+    def row(self, config: Config | int) -> Row:
+        """The row of ``config`` (a stage count: the one with the kernel's default options)."""
+        c = config if isinstance(config, Config) else Config.of(config)
+        return next(r for r in self.rows if r.config == c)
 
     # ---- the rankings the issue asks about ------------------------------------------------------
-    def model_ranking(self) -> list[int]:
-        """Candidates that can launch, fastest predicted first (ties: fewer stages first)."""
+    def model_ranking(self) -> list[Config]:
+        """Candidates that can launch, fastest predicted first (ties: fewer stages, then defaults)."""
         ok = [r for r in self.rows if r.pruned != PRUNED_NO_FIT]
-        return [r.stages for r in sorted(ok, key=lambda r: (round(r.predicted_ms, 9), r.stages))]
+        return [r.config for r in sorted(ok, key=lambda r: (round(r.predicted_ms, 9), r.stages, r.config))]
 
-    def model_tied_best(self, tolerance: float = 0.005) -> list[int]:
+    def model_tied_best(self, tolerance: float = 0.005) -> list[Config]:
         """Every candidate the model predicts within ``tolerance`` of its best: past the latency
         the model sees no difference between stage counts, and says so rather than inventing one."""
         ok = [r for r in self.rows if r.pruned != PRUNED_NO_FIT]
         best = min(r.predicted_ms for r in ok)
-        return sorted(r.stages for r in ok if r.predicted_ms <= best * (1 + tolerance))
+        return sorted((r.config for r in ok if r.predicted_ms <= best * (1 + tolerance)),
+                      key=lambda c: (c.options, c.stages))
 
-    def measured_ranking(self) -> list[int]:
-        """Correct, measured candidates, fastest first (ties: fewer stages first)."""
+    def measured_ranking(self) -> list[Config]:
+        """Correct, measured candidates, fastest first (ties: fewer stages, then defaults)."""
         ok = [r for r in self.rows if r.measured_ms is not None and r.correct]
-        return [r.stages for r in sorted(ok, key=lambda r: (r.measured_ms, r.stages))]
+        return [r.config for r in sorted(ok, key=lambda r: (r.measured_ms, r.stages, r.config))]
 
     def checks(self) -> dict:
         """The issue's two acceptance checks, computed from this run's measurements."""
@@ -103,23 +118,23 @@ class TuneResult:
         ranked = self.measured_ranking()
         if ranked:
             best = self.row(ranked[0]).measured_ms
-            pick = self.row(self.best_stages).measured_ms
+            pick = self.row(self.best).measured_ms
             out["pick_vs_best_measured"] = pick / best - 1.0
             out["pick_within_2pct"] = pick <= 1.02 * best
             out["every_candidate_measured"] = all(r.measured_ms is not None for r in self.rows
                                                   if r.pruned != PRUNED_NO_FIT)
         if len(ranked) >= 2:
-            out["model_best_tied"] = self.model_tied_best()
-            out["model_top2"] = self.model_ranking()[:2]
-            out["measured_top2"] = ranked[:2]
-            out["model_top2_is_measured_top2"] = set(out["model_top2"]) == set(ranked[:2])
+            out["model_best_tied"] = [c.label() for c in self.model_tied_best()]
+            out["model_top2"] = [c.label() for c in self.model_ranking()[:2]]
+            out["measured_top2"] = [c.label() for c in ranked[:2]]
+            out["model_top2_is_measured_top2"] = set(out["model_top2"]) == set(out["measured_top2"])
         return out
 
     def to_dict(self) -> dict:
         return {
             "kernel": self.kernel, "problem": list(self.problem), "gpu": self.gpu, "asyncpipe_version": self.version,
             "date": self.date, "measured": self.measured, "from_cache": self.from_cache,
-            "best": {"stages": self.best_stages}, "calibration": self.calibration,
+            "best": self.best.to_dict(), "calibration": self.calibration,
             "fitted_calibration": self.fitted_calibration, "flop": self.flop,
             "rows": [asdict(r) for r in self.rows], "checks": self.checks(), "notes": list(self.notes),
         }
@@ -127,7 +142,7 @@ class TuneResult:
     @classmethod
     def from_dict(cls, d: dict, from_cache: bool = False) -> "TuneResult":
         return cls(d["kernel"], tuple(d["problem"]), d["gpu"], d.get("asyncpipe_version", d.get("version", "?")),
-                   [Row(**r) for r in d["rows"]], d["best"]["stages"], d["measured"], d["calibration"],
+                   [Row(**r) for r in d["rows"]], Config.from_dict(d["best"]), d["measured"], d["calibration"],
                    d.get("fitted_calibration"), d.get("flop"), from_cache, d.get("date", ""), d.get("notes", []))
 
     def table(self) -> str:
@@ -155,8 +170,11 @@ def _progress(items: list, desc: str, enabled: bool, label=lambda item: ""):
         return lines()
 
 
-def predict_rows(kernel: str, problem, limits, calibration=None, candidates=None, margin: float = 0.10) -> list[Row]:
-    """Step 1: the model's row for every candidate, with the pruned ones marked and why."""
+def predict_rows(kernel: str, problem, limits, calibration=None, candidates=None, margin: float = 0.10,
+                 options=None) -> list[Row]:
+    """Step 1: the model's row for every candidate, with the pruned ones marked and why.
+    ``candidates``: stage counts (default: all the kernel accepts); ``options``: option sets, each
+    one of the kernel's (default: all of them), e.g. ``[{}, {"tile": "8x16"}]``."""
     spec = tunable(kernel)
     problem = spec.problem(problem)
     cal = calibration or spec.default_calibration
@@ -165,14 +183,17 @@ def predict_rows(kernel: str, problem, limits, calibration=None, candidates=None
     cands = tuple(candidates) if candidates is not None else spec.candidates
     require(len(cands) > 0 and all(c in spec.candidates for c in cands), "tune",
             f"candidates must be a non-empty subset of {spec.candidates}", cands)
+    opts = list(options) if options is not None else list(spec.option_sets)
+    require(len(opts) > 0 and all(o in spec.option_sets for o in opts), "tune",
+            f"options must be a non-empty list of the kernel's option sets {list(spec.option_sets)}", opts)
     rows = []
-    for s in sorted(set(cands)):
+    for c in spec.configs(sorted(set(cands)), [o for i, o in enumerate(opts) if o not in opts[:i]]):
         try:
-            p = spec.predict(problem, s, limits, cal)
+            p = spec.predict(problem, c, limits, cal)
         except AsyncpipeError as exc:               # e.g. more shared memory than a CTA may have
-            rows.append(Row(s, 0, 0, str(exc), float("inf"), PRUNED_NO_FIT))
+            rows.append(Row(c.stages, 0, 0, str(exc), float("inf"), PRUNED_NO_FIT, options=c.kw))
             continue
-        rows.append(Row(s, p.shared_per_cta, p.ctas_per_sm, p.limited_by, p.time_ms))
+        rows.append(Row(c.stages, p.shared_per_cta, p.ctas_per_sm, p.limited_by, p.time_ms, options=c.kw))
     fits = [r for r in rows if r.pruned is None]
     require(bool(fits), "tune", "at least one candidate must fit on the GPU", [r.limited_by for r in rows])
     best = min(r.predicted_ms for r in fits)
@@ -182,14 +203,15 @@ def predict_rows(kernel: str, problem, limits, calibration=None, candidates=None
     return rows
 
 
-def tune(kernel: str, problem, *, gpu: str, limits, check: Callable[[int], Check] | None = None,
-         time: Callable[[int], float] | None = None, calibration=None, candidates=None, margin: float = 0.10,
-         rounds: int = 3, measure_pruned: bool = False, use_cache: bool = True, force: bool = False,
-         cache_file=None, progress: bool = True) -> TuneResult:
+def tune(kernel: str, problem, *, gpu: str, limits, check: Callable[[Config], Check] | None = None,
+         time: Callable[[Config], float] | None = None, calibration=None, candidates=None, options=None,
+         margin: float = 0.10, rounds: int = 3, measure_pruned: bool = False, use_cache: bool = True,
+         force: bool = False, cache_file=None, progress: bool = True) -> TuneResult:
     """Run the loop (module doc). Without ``check`` and ``time`` it stops after step 1 and returns
     the model's pick, ``measured=False``, and stores nothing. ``measure_pruned`` also measures the
     pruned candidates (the pick still comes from the unpruned ones): that is how one verifies the
-    pruning. A cached result for the same key is returned as it is unless ``force``."""
+    pruning. A cached result for the same key is returned as it is unless ``force``.
+    ``candidates`` and ``options`` narrow the search (``predict_rows``)."""
     spec = tunable(kernel)
     problem = spec.problem(problem)
     if use_cache and not force and check is not None:
@@ -197,46 +219,46 @@ def tune(kernel: str, problem, *, gpu: str, limits, check: Callable[[int], Check
         if hit:
             return TuneResult.from_dict(hit, from_cache=True)
     cal = calibration or spec.default_calibration
-    rows = predict_rows(kernel, problem, limits, cal, candidates, margin)
-    result = TuneResult(kernel, problem, gpu, __version__, rows, 0, False, asdict(cal), flop=spec.flop(problem),
+    rows = predict_rows(kernel, problem, limits, cal, candidates, margin, options)
+    result = TuneResult(kernel, problem, gpu, __version__, rows, None, False, asdict(cal), flop=spec.flop(problem),
                         date=datetime.date.today().isoformat())
     if check is None or time is None:
-        result.best_stages = result.model_ranking()[0]
+        result.best = result.model_ranking()[0]
         result.notes.append("not measured: the pick is the model's")
         return result
     require(isinstance(rounds, int) and rounds >= 1, "tune", "rounds must be an integer >= 1", repr(rounds))
 
     # ---- step 2: check each, then time them round-robin -------------------------------------------
     todo = [r for r in rows if r.pruned is None or (measure_pruned and r.pruned != PRUNED_NO_FIT)]
-    for r in _progress(todo, "check", progress, lambda r: f"stages={r.stages}"):
-        c = check(r.stages)
+    for r in _progress(todo, "check", progress, lambda r: r.config.label()):
+        c = check(r.config)
         r.correct, r.error, r.registers = bool(c.ok), float(c.error), c.registers
         if not c.ok:
-            result.notes.append(f"stages={r.stages} failed the check: error {c.error:.3g} {c.detail}".strip())
+            result.notes.append(f"{r.config.label()} failed the check: error {c.error:.3g} {c.detail}".strip())
         if c.registers is not None:              # predict again with the compiled kernel's registers
-            p = spec.predict(problem, r.stages, limits, cal, c.registers)
+            p = spec.predict(problem, r.config, limits, cal, c.registers)
             r.ctas_per_sm, r.limited_by, r.predicted_ms = p.ctas_per_sm, p.limited_by, p.time_ms
     timed = [r for r in todo if r.correct]
     steps = [(k, r) for k in range(rounds) for r in timed]
-    for _, r in _progress(steps, "time", progress, lambda kr: f"round {kr[0] + 1} stages={kr[1].stages}"):
-        r.times_ms.append(float(time(r.stages)))
+    for _, r in _progress(steps, "time", progress, lambda kr: f"round {kr[0] + 1} {kr[1].config.label()}"):
+        r.times_ms.append(float(time(r.config)))
     for r in timed:
         r.measured_ms = statistics.median(r.times_ms)
 
     # ---- step 3: pick, refit, remember ---------------------------------------------------------
     pickable = [r for r in timed if r.pruned is None]
     require(bool(pickable), "tune", "at least one candidate must pass the check against numpy",
-            {r.stages: r.error for r in todo})
-    result.best_stages = min(pickable, key=lambda r: (r.measured_ms, r.stages)).stages
+            {r.config.label(): r.error for r in todo})
+    result.best = min(pickable, key=lambda r: (r.measured_ms, r.stages, r.config)).config
     result.measured = True
     if len(timed) >= 2:
         try:
-            fitted = spec.calibrate({r.stages: r.measured_ms for r in timed}, problem, limits,
-                                    {r.stages: r.registers for r in timed if r.registers is not None})
+            fitted = spec.calibrate({r.config: r.measured_ms for r in timed}, problem, limits,
+                                    {r.config: r.registers for r in timed if r.registers is not None})
             result.fitted_calibration = asdict(fitted)
             for r in rows:
                 if r.pruned != PRUNED_NO_FIT:
-                    r.fitted_ms = spec.predict(problem, r.stages, limits, fitted, r.registers).time_ms
+                    r.fitted_ms = spec.predict(problem, r.config, limits, fitted, r.registers).time_ms
         except AsyncpipeError as exc:
             result.notes.append(f"refit skipped: {exc}")
     if use_cache:

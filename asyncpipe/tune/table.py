@@ -8,19 +8,19 @@ def _ms(x) -> str:
 
 
 def format_table(res) -> str:
-    """One line per stage count: shared memory and CTAs per SM, predicted / measured / refitted
+    """One line per candidate (stage count and options): shared memory and CTAs per SM, predicted / measured / refitted
     milliseconds, TFLOPS, the check, and why a candidate was pruned or that it is the pick."""
     head = f"{res.kernel} {'x'.join(map(str, res.problem))} on {res.gpu} (asyncpipe {res.version})"
     if res.from_cache:
         head += ", from the cache"
-    cols = ["stages", "smem/CTA", "CTAs/SM", "predicted ms", "measured ms", "refit ms", "TFLOPS", "check", "note"]
+    cols = ["config", "smem/CTA", "CTAs/SM", "predicted ms", "measured ms", "refit ms", "TFLOPS", "check", "note"]
     lines = []
     best_ms = min((r.measured_ms for r in res.rows if r.measured_ms is not None and r.correct), default=None)
     for r in res.rows:
         tf = f"{res.flop / (r.measured_ms * 1e-3) / 1e12:.1f}" if res.flop and r.measured_ms else ""
         check = "" if r.correct is None else ("ok" if r.correct else f"FAIL {r.error:.1e}")
         note = []
-        if r.stages == res.best_stages:
+        if r.config == res.best:
             note.append("<- pick" if res.measured else "<- model's pick")
         if r.pruned:
             note.append(f"pruned: {r.pruned}" if r.measured_ms is None else f"(pruned: {r.pruned}; measured anyway)")
@@ -28,10 +28,10 @@ def format_table(res) -> str:
             note.append(f"+{100 * (r.measured_ms / best_ms - 1):.1f} %")
         smem = f"{r.shared_per_cta / 1024:.0f} KB" if r.shared_per_cta else "-"
         ctas = f"{r.ctas_per_sm} ({r.limited_by})" if r.ctas_per_sm else "-"
-        lines.append([str(r.stages), smem, ctas, _ms(r.predicted_ms), _ms(r.measured_ms), _ms(r.fitted_ms), tf, check,
+        lines.append([r.config.label(), smem, ctas, _ms(r.predicted_ms), _ms(r.measured_ms), _ms(r.fitted_ms), tf, check,
                       "  ".join(note)])
     widths = [max(len(c), *(len(l[i]) for l in lines)) for i, c in enumerate(cols)]
-    fmt = lambda row: "  ".join(v.rjust(w) if i < 8 else v for i, (v, w) in enumerate(zip(row, widths)))  # noqa: E731
+    fmt = lambda row: "  ".join(v.ljust(w) if i == 0 else v.rjust(w) if i < 8 else v for i, (v, w) in enumerate(zip(row, widths)))  # noqa: E731
     out = [head, fmt(cols), fmt(["-" * w for w in widths])] + [fmt(l) for l in lines]
     out.append("model: " + ", ".join(f"{k}={v}" for k, v in res.calibration.items() if k != "source"))
     if res.fitted_calibration:

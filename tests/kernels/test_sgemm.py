@@ -128,8 +128,8 @@ def test_sgemm_beta_zero_never_reads_c(rng):
 
 @pytest.mark.gpu
 def test_sgemm_8x16_stages_default_and_plan_reuse(rng):
-    """tile="8x16" with stages=None takes 3 (the tuner's table is the chapter's tile's); a second call
-    reuses the plan and gives the same result."""
+    """tile="8x16" with stages=None: the tuner's stage count for that tile when cached, else 3; a
+    second call reuses the plan and gives the same result."""
     a = rng.standard_normal((256, 96)).astype(np.float32)
     b = rng.standard_normal((96, 384)).astype(np.float32)
     da, db = cuda.to_device(a), cuda.to_device(b)

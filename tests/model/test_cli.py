@@ -65,7 +65,25 @@ def test_tune_predict_only(capsys, tmp_path):
     out = capsys.readouterr().out
     assert "predicted ms" in out and "<- model's pick" in out
     d = json.loads(js.read_text())
-    assert d["measured"] is False and [r["stages"] for r in d["rows"]] == list(range(2, 9))
+    assert d["measured"] is False
+    # every stage count of every (tile, bk) sgemm() takes, the chapter's tile first
+    assert [(r["stages"], r["options"]) for r in d["rows"]] == [
+        (s, o) for o in ({}, {"bk": 16}, {"tile": "8x16"}, {"tile": "8x16", "bk": 16}) for s in range(2, 9)]
+    # 16-deep stages: 8 of them (128 KiB) leave room for one CTA per SM only
+    eight = next(r for r in d["rows"] if r["stages"] == 8 and r["options"] == {"bk": 16})
+    assert eight["ctas_per_sm"] == 1 and eight["limited_by"] == "shared memory"
+
+
+def test_tune_tile_and_bk_narrow_the_search(capsys, tmp_path):
+    js = tmp_path / "pred.json"
+    assert main(["tune", "sgemm", "--m", "4096", "--n", "4096", "--k", "4096", "--predict-only", "--gpu", "H200",
+                 "--tile", "8x8", "--bk", "8", "--json", str(js)]) == 0
+    assert [(r["stages"], r["options"]) for r in json.loads(js.read_text())["rows"]] == [(s, {}) for s in range(2, 9)]
+    assert main(["tune", "sgemm", "--m", "4096", "--n", "4096", "--k", "4096", "--predict-only", "--gpu", "H200",
+                 "--tile", "8x16", "--stages", "3", "--json", str(js)]) == 0
+    rows = json.loads(js.read_text())["rows"]
+    assert [(r["stages"], r["options"]) for r in rows] == [(3, {"tile": "8x16"}), (3, {"tile": "8x16", "bk": 16})]
+    assert "3 bk=16 tile=8x16" in capsys.readouterr().out
 
 
 def test_tune_without_a_gpu_says_so(capsys, monkeypatch, tmp_path, no_gpu):

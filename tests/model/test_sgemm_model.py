@@ -77,7 +77,32 @@ def test_calibrate_recovers_the_constants_it_was_given():
     assert fit.load_latency_ns == pytest.approx(2500.0, rel=0.02) and fit.compute_ns == pytest.approx(600.0, rel=0.02)
 
 
+def test_the_kernels_other_tiles():
+    """sgemm(tile=..., bk=...) as the model sees it: threads and register caps from the kernel's
+    tables, a 16-deep stage twice the bytes and twice the FMAs of the chapter's."""
+    assert M.kernel_tile() == M.CHAPTER_TILE
+    t = M.kernel_tile("8x16", 16)
+    assert (t.threads, t.registers, t.work, t.stage_bytes) == (128, 255, 2.0, 16384)
+    b16 = M.kernel_tile("8x8", 16)
+    assert (b16.threads, b16.registers, b16.work) == (256, 128, 2.0)
+    # half the k-tiles, each twice as long: compute-bound predictions agree with the chapter's tile
+    assert M.predict(N4096, 4, H200, tile=b16).time_ms == pytest.approx(M.predict(N4096, 8, H200).time_ms, rel=1e-3)
+    p8 = M.predict(N4096, 8, H200, tile=b16)
+    assert (p8.ctas_per_sm, p8.limited_by) == (1, "shared memory")          # 8 x 16 KiB: one CTA per SM
+
+
+def test_calibrate_over_several_tiles():
+    truth = M.SgemmCalibration(2500.0, 600.0)
+    problem = (2048, 4096, 2048)
+    b16 = M.kernel_tile("8x8", 16)
+    ms = {(s, t): M.predict(problem, s, H200, truth, tile=t).time_ms for s in (2, 3) for t in (M.CHAPTER_TILE, b16)}
+    fit = M.calibrate(ms, problem, H200)
+    assert fit.load_latency_ns == pytest.approx(2500.0, rel=0.02) and fit.compute_ns == pytest.approx(600.0, rel=0.02)
+
+
 @pytest.mark.parametrize("call,msg", [
+    (lambda: M.kernel_tile("16x16"), "sgemm_model: tile must be one of ('8x8', '8x16'), got '16x16'"),
+    (lambda: M.kernel_tile("8x8", 12), "sgemm_model: bk must be one of (8, 16), got 12"),
     (lambda: M.predict((4096, 4096), 3, H200), "sgemm_model: problem is (M, N, K), got (4096, 4096)"),
     (lambda: M.predict((4096, 0, 4096), 3, H200), "sgemm_model: N must be an integer >= 1 [asyncpipe.model], got 0"),
     (lambda: M.predict(N4096, 1, H200), "sgemm_model: stages must be an integer >= 2 [asyncpipe.model], got 1"),
