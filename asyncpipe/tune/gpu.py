@@ -1,6 +1,6 @@
 """The tuner's GPU side: for one kernel and problem, the ``check`` and ``time`` callables that
-``asyncpipe.tune.search.tune`` calls with a configuration (``Config``: stage count and options). Needs a CUDA GPU (sm_80 or newer for
-cp.async); without one, ``UnsupportedDeviceError`` says so before anything is allocated.
+``asyncpipe.tune.search.tune`` calls with a configuration (``Config``: stage count and options).
+Needs a CUDA GPU (sm_80 or newer for cp.async); without one, ``UnsupportedDeviceError`` says so before anything is allocated.
 
 ``timer`` is the timing function, ``asyncpipe.timing.time_ms`` by default (CUDA events around
 each call after warm-up, the median of ``reps`` calls).
@@ -39,7 +39,7 @@ def _registers(kernels_module, config: Config) -> int | None:
     found = []
     bk, tile = config.kw.get("bk", kernels_module.BK), config.kw.get("tile", kernels_module.TILE)
     try:
-        for key, disp in kernels_module._kernels.items():    # keyed (variant, stages, vec_a, vec_b, edges, bk, tile, ...)
+        for key, disp in kernels_module._kernels.items():    # (variant, stages, vec_a, vec_b, edges, bk, tile, ...)
             if key[0] == "cp_async" and key[1] == config.stages and key[5] == bk and key[6] == tile:
                 regs = disp.get_regs_per_thread()
                 found += list(regs.values()) if isinstance(regs, dict) else [regs]
@@ -71,9 +71,12 @@ def sgemm_measurement(problem, timer: Callable | None = None, reps: int = 20, se
     dc = cuda.device_array((m, n), np.float32)
     poison = cuda.to_device(np.full((m, n), np.nan, np.float32))
 
+    def options(config: Config) -> dict:     # every option named (sgemm() fills missing ones from the cache)
+        return {"stages": config.stages, "tile": S.TILE, "bk": S.BK} | config.kw
+
     def check(config: Config) -> Check:
         dc.copy_to_device(poison)
-        S.sgemm(da, db, dc, stages=config.stages, **config.kw)
+        S.sgemm(da, db, dc, **options(config))
         cuda.synchronize()
         err = float(np.linalg.norm(dc.copy_to_host().astype(np.float64) - ref) / ref_norm)
         regs = _registers(S, config)
@@ -81,6 +84,7 @@ def sgemm_measurement(problem, timer: Callable | None = None, reps: int = 20, se
         return Check(ok, err, regs, "" if ok else f"(tolerance {SGEMM_TOLERANCE:g})")
 
     def time(config: Config) -> float:
-        return timer(lambda: S.sgemm(da, db, dc, stages=config.stages, **config.kw), reps=reps)
+        kw = options(config)
+        return timer(lambda: S.sgemm(da, db, dc, **kw), reps=reps)
 
     return Measurement(check, time, info.name, limits)

@@ -28,10 +28,12 @@ def format_table(res) -> str:
             note.append(f"+{100 * (r.measured_ms / best_ms - 1):.1f} %")
         smem = f"{r.shared_per_cta / 1024:.0f} KB" if r.shared_per_cta else "-"
         ctas = f"{r.ctas_per_sm} ({r.limited_by})" if r.ctas_per_sm else "-"
-        lines.append([r.config.label(), smem, ctas, _ms(r.predicted_ms), _ms(r.measured_ms), _ms(r.fitted_ms), tf, check,
-                      "  ".join(note)])
+        lines.append([r.config.label(), smem, ctas, _ms(r.predicted_ms), _ms(r.measured_ms), _ms(r.fitted_ms), tf,
+                      check, "  ".join(note)])
     widths = [max(len(c), *(len(l[i]) for l in lines)) for i, c in enumerate(cols)]
-    fmt = lambda row: "  ".join(v.ljust(w) if i == 0 else v.rjust(w) if i < 8 else v for i, (v, w) in enumerate(zip(row, widths)))  # noqa: E731
+    def fmt(row):                            # the configuration left-aligned, the numbers right-aligned
+        cells = (v.ljust(w) if i == 0 else v.rjust(w) if i < 8 else v for i, (v, w) in enumerate(zip(row, widths)))
+        return "  ".join(cells)
     out = [head, fmt(cols), fmt(["-" * w for w in widths])] + [fmt(l) for l in lines]
     out.append("model: " + ", ".join(f"{k}={v}" for k, v in res.calibration.items() if k != "source"))
     if res.fitted_calibration:
