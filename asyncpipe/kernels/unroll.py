@@ -11,6 +11,11 @@ sees it:
     a register array: after unrolling every ``acc[m, n]`` has constant indices and becomes a
     plain local variable ``acc__m_n`` (initialised to ``0.0`` of the given dtype).
 
+With ``static_ifs=True``, ``if`` statements and ``x if c else y`` whose test is a compile-time
+constant (``if EDGES:``, ``if dot == ISSUE_AFTER:``) keep only the branch taken, and constant operands
+of ``and``/``or`` are dropped. numba would prune those branches itself, but only after inlining every
+call in them: a closure called from an unrolled loop is otherwise inlined once per iteration.
+
 Array indices are made unsigned, as in CUDA C (``arr[i]`` becomes ``arr[uint64(i)]``): numba
 otherwise guards every signed index against negative values ("wrap-around"), which costs a compare
 and a select per load in the inner loop. Negative indices therefore do not count from the end.
@@ -67,9 +72,10 @@ class _Substitute(ast.NodeTransformer):
 
 
 class _Unroll(ast.NodeTransformer):
-    def __init__(self, env: dict[str, Any], local_names: set[str], c_indexing: bool):
+    def __init__(self, env: dict[str, Any], local_names: set[str], c_indexing: bool, static_ifs: bool = False):
         self.env = env
         self.c_indexing = c_indexing
+        self.static_ifs = static_ifs
         self.local_names = local_names
         self.registers: dict[str, tuple[tuple[int, ...], ast.AST | None]] = {}
 
@@ -91,6 +97,76 @@ class _Unroll(ast.NodeTransformer):
         if self._foldable(node):
             return ast.copy_location(ast.Constant(_const(node, self.env)), node)
         return node
+
+    # static_ifs: a test made of constants, comparisons and and/or/not -> True or False; None otherwise
+    def _static(self, node):
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Name):
+                if sub.id in self.local_names or not isinstance(self.env.get(sub.id), (int, float)):
+                    return None
+            elif not isinstance(sub, (ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.Compare, ast.Constant, ast.operator,
+                                      ast.unaryop, ast.boolop, ast.cmpop, ast.Load)):
+                return None
+        try:
+            return bool(_const(node, self.env))
+        except UnrollError:
+            return None
+
+    @staticmethod
+    def _boolean(node) -> bool:
+        """True for an expression whose value is a bool (a comparison, ``not``, and/or of those)."""
+        if isinstance(node, ast.BoolOp):
+            return all(_Unroll._boolean(v) for v in node.values)
+        return isinstance(node, ast.Compare) or isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not) or (
+            isinstance(node, ast.Constant) and isinstance(node.value, bool))
+
+    def visit_BoolOp(self, node):
+        self.generic_visit(node)
+        if not self.static_ifs or not self._boolean(node):   # `x and True` is x only when x is a bool
+            return node
+        absorbing = isinstance(node.op, ast.Or)        # True absorbs an `or`, False an `and`
+        kept = []
+        for v in node.values:
+            c = self._static(v)
+            if c is None:
+                kept.append(v)
+            elif c == absorbing:
+                if kept:                               # evaluated before it: keep them, in order
+                    return ast.copy_location(ast.BoolOp(node.op, [*kept, ast.Constant(absorbing)]), node)
+                return ast.copy_location(ast.Constant(absorbing), node)
+        if not kept:
+            return ast.copy_location(ast.Constant(not absorbing), node)
+        return kept[0] if len(kept) == 1 else ast.copy_location(ast.BoolOp(node.op, kept), node)
+
+    def visit_UnaryOp(self, node):
+        self.generic_visit(node)
+        if self.static_ifs and isinstance(node.op, ast.Not) and (c := self._static(node.operand)) is not None:
+            return ast.copy_location(ast.Constant(not c), node)
+        return node
+
+    def visit_If(self, node):
+        if not self.static_ifs:
+            return self.generic_visit(node)
+        test = self.visit(node.test)
+        c = self._static(test)
+        if c is None:
+            node.test = test
+            node.body = self._stmts(node.body) or [ast.Pass()]
+            node.orelse = self._stmts(node.orelse)
+            return node
+        return self._stmts(node.body if c else node.orelse) or [ast.Pass()]
+
+    def visit_IfExp(self, node):
+        self.generic_visit(node)
+        c = self._static(node.test) if self.static_ifs else None
+        return node if c is None else (node.body if c else node.orelse)
+
+    def _stmts(self, stmts):
+        out = []
+        for stmt in stmts:
+            res = self.visit(stmt)
+            out.extend(res if isinstance(res, list) else [res])
+        return out
 
     # for i in unroll(N): body  ->  body[i=0]; body[i=1]; ...
     def visit_For(self, node):
@@ -158,7 +234,7 @@ class _Unroll(ast.NodeTransformer):
 _U64 = "__asyncpipe_uint64"
 
 
-def unrolled(fn=None, /, *, c_indexing=True, **constants):
+def unrolled(fn=None, /, *, c_indexing=True, static_ifs=False, **constants):
     """Return ``fn`` with its ``unroll`` loops expanded and its ``registers`` arrays scalarised,
     compile-time names taken from ``constants`` first, then from ``fn``'s globals.
 
@@ -166,15 +242,15 @@ def unrolled(fn=None, /, *, c_indexing=True, **constants):
     Python function, ready for ``cuda.jit``.
     """
     if fn is None:
-        return lambda f: unrolled(f, c_indexing=c_indexing, **constants)
+        return lambda f: unrolled(f, c_indexing=c_indexing, static_ifs=static_ifs, **constants)
     src = textwrap.dedent(inspect.getsource(fn))
     tag = ",".join(f"{k}={getattr(v, '__name__', repr(v))}" for k, v in sorted(constants.items()))
     # The expansion (a few tenths of a second for a GEMM) is done once per input: the file is named by
     # what it is made from, so a new process finds it and skips the AST work.
-    path = _source_path(fn, src, tag, c_indexing)
+    path = _source_path(fn, src, tag, c_indexing, static_ifs)
     source = _read_source(path)
     if source is None:
-        source = _expand(fn, src, constants, c_indexing)
+        source = _expand(fn, src, constants, c_indexing, static_ifs)
         _write_source(path, fn, tag, source)
     from numba import uint64
 
@@ -186,7 +262,7 @@ def unrolled(fn=None, /, *, c_indexing=True, **constants):
     return out
 
 
-def _expand(fn, src: str, constants: dict, c_indexing: bool) -> str:
+def _expand(fn, src: str, constants: dict, c_indexing: bool, static_ifs: bool = False) -> str:
     tree = ast.parse(src)
     fdef = tree.body[0]
     fdef.decorator_list = []
@@ -194,7 +270,7 @@ def _expand(fn, src: str, constants: dict, c_indexing: bool) -> str:
     local_names = {a.arg for a in fdef.args.args} | {
         n.id for n in ast.walk(fdef) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
     }
-    fdef = _Unroll(env, local_names, c_indexing).visit(fdef)
+    fdef = _Unroll(env, local_names, c_indexing, static_ifs).visit(fdef)
     tree.body[0] = fdef
     ast.fix_missing_locations(tree)
     return ast.unparse(tree) + "\n"
@@ -213,13 +289,13 @@ def package_digest() -> str:
     return h.hexdigest()[:12]
 
 
-def _source_path(fn, src: str, tag: str, c_indexing: bool) -> Path:
+def _source_path(fn, src: str, tag: str, c_indexing: bool, static_ifs: bool = False) -> Path:
     """The unrolled file of ``fn`` with these constants: named by a hash of the function's source, the
     constants, asyncpipe's sources and the shims' text (a shim edit must not load a stale cached kernel
     from numba's cache, which keys on this file)."""
     from ..jit_cache import shims_digest
 
-    key = f"{fn.__module__}.{fn.__qualname__}|{tag}|{c_indexing}|{package_digest()}|{shims_digest()}|{src}"
+    key = f"{fn.__module__}.{fn.__qualname__}|{tag}|{c_indexing}|{static_ifs}|{package_digest()}|{shims_digest()}|{src}"
     return cache_dir() / f"{fn.__name__}_{hashlib.sha1(key.encode()).hexdigest()[:16]}.py"
 
 

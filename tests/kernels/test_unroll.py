@@ -72,3 +72,30 @@ def test_expansion_is_done_once_per_input(tmp_path, monkeypatch):
     monkeypatch.setenv("ASYNCPIPE_CACHE_DIR", str(other))        # an empty cache: it must expand
     with pytest.raises(AssertionError, match="expanded again"):
         U.unrolled(twice)
+
+
+def steps(x, n, out):
+    def step(k, v):
+        return v + k
+    for d in unroll(3):
+        if FLAG:
+            if d == AT:                       # one call site survives, not three
+                x = step(d, x)
+        else:
+            x = -x
+        out[d] = x if not FLAG or (d < n and x > 0) else 0
+    return x
+
+
+def test_static_ifs_keep_only_the_branch_taken():
+    s = unrolled(steps, c_indexing=False, static_ifs=True, FLAG=True, AT=1).unrolled_source
+    assert s.count("step(") == 2 and "FLAG" not in s and "-x" not in s     # the def and one call
+    assert "out[0] = x if 0 < n and x > 0 else 0" in s
+    out = [None] * 3
+    assert unrolled(steps, c_indexing=False, static_ifs=True, FLAG=True, AT=1)(5, 2, out) == 6 and out == [5, 6, 0]
+    out2 = [None] * 3
+    assert unrolled(steps, c_indexing=False, FLAG=True, AT=1)(5, 2, out2) == 6 and out2 == out
+    # off by default: the text keeps every branch
+    assert unrolled(steps, c_indexing=False, FLAG=True, AT=1).unrolled_source.count("if FLAG") == 3
+    s = unrolled(steps, c_indexing=False, static_ifs=True, FLAG=False, AT=1).unrolled_source
+    assert "step(d" not in s and "step(0" not in s and "out[2] = x\n" in s

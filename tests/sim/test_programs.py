@@ -24,6 +24,7 @@ def rel_err(got, ref):
     ("cp_async", 2, 70, 33, 20, 16, "8x8"),      # 16-deep stages at the edges
     ("cp_async", 3, 128, 128, 32, 8, "8x16"),    # 128 threads of 8 x 16: interior, the ring wraps
     ("cp_async", 2, 70, 33, 20, 8, "8x16"),      # ... at the edges
+    ("cp_async", 2, 33, 72, 21, 16, "8x16"),     # ... 16-deep, at the edges: 4-byte copies of A, 16-byte of B
     ("v4", 2, 64, 40, 16, 8, "8x8"),             # edges: element by element
     ("v4", 2, 128, 128, 16, 8, "8x8"),           # interior: 16-byte vector loads and stores
 ])
@@ -36,6 +37,17 @@ def test_sgemm(variant, stages, m, n, k, bk, tile, rng):
             tile=tile)
     ref = 1.5 * (a.astype(np.float64) @ b) - 0.5 * c0
     assert rel_err(c.copy_to_host(), ref) < 1e-5
+
+
+@pytest.mark.parametrize("bk,tile", [(8, "8x8"), (16, "8x16")])
+def test_sgemm_edges_beta_zero_never_reads_c(bk, tile, rng):
+    """At the edges with beta == 0, C is written, never read: NaN poison does not leak through."""
+    m, n, k = 5, 130, 11
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    c = cuda.to_device(np.full((m, n), np.nan, np.float32))
+    S.sgemm(cuda.to_device(a), cuda.to_device(b), c, alpha=2.0, beta=0.0, stages=2, bk=bk, tile=tile)
+    assert rel_err(c.copy_to_host(), 2.0 * (a.astype(np.float64) @ b)) < 1e-5
 
 
 @pytest.mark.parametrize("pipelined", [False, True])
