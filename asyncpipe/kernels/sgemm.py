@@ -293,11 +293,12 @@ def kernel_source(variant: str = "cp_async", stages: int = 3, vec_a: int = 4, ve
     of a stage, 8 (the chapter's) or 16. ``tile`` (cp.async only): the thread tile, ``"8x8"`` (the
     chapter's, 256 threads) or ``"8x16"`` (128 threads; see ``TILES``). ``issue_after`` (for
     experiments; None: the tile's own): where the next tile's copies go in an iteration (ISSUE_AFTER)."""
-    # The edge kernels keep only the branches their constants take (``static_ifs``): numba's closure
-    # inlining would otherwise copy ``issue_next`` and its bounds arithmetic into every k-step of the
-    # loop before pruning (minutes of compile time). The interior kernels' sources stay as measured.
+    # Only the branches the constants take are kept (``static_ifs``): numba's closure inlining would
+    # otherwise copy ``issue_next`` (and, at the edges, its bounds arithmetic) into every k-step of the
+    # loop before pruning: 2 to 4 times the compile time, minutes at the edges. The SASS is the same
+    # either way (bench/h200.md, "Compile time").
     if variant == "v4":
-        return unrolled(sgemm_v4, EDGES=edges, static_ifs=edges)
+        return unrolled(sgemm_v4, EDGES=edges, static_ifs=True)
     if not edges and (vec_a, vec_b) != (4, 4):
         raise ValueError("edges=False needs 16-byte copies (vec_a = vec_b = 4)")
     if bk not in BKS:
@@ -309,7 +310,7 @@ def kernel_source(variant: str = "cp_async", stages: int = 3, vec_a: int = 4, ve
     return unrolled(sgemm_cp_async, STAGES=stages, VEC_A=vec_a, VEC_B=vec_b, EDGES=edges,
                     copy_a=_COPY[vec_a], copy_b=_COPY[vec_b], BK=bk, TILE_FLOATS=tile_floats(bk),
                     RI=t.ri, COL_STEP=BN // (t.tn // 4),
-                    ISSUE_AFTER=t.issue_after[bk] if issue_after is None else issue_after, static_ifs=edges, **layout)
+                    ISSUE_AFTER=t.issue_after[bk] if issue_after is None else issue_after, static_ifs=True, **layout)
 
 
 def kernel(variant: str = "cp_async", stages: int = 3, vec_a: int = 4, vec_b: int = 4, edges: bool = True,
