@@ -26,6 +26,12 @@ CONFIGS = {
     "8x16_s4": dict(stages=4, tile="8x16"),
     "8x16_s3_bk16": dict(stages=3, tile="8x16", bk=16),
     "8x16_s3_ia-1": dict(stages=3, tile="8x16", issue_after=-1),
+    # around the best so far (8x16, bk 16, 3 stages: 43.2 TFLOPS at d479fb2)
+    "8x16_s2_bk16": dict(stages=2, tile="8x16", bk=16),
+    "8x16_s4_bk16": dict(stages=4, tile="8x16", bk=16),
+    "8x16_s3_bk16_ia-1": dict(stages=3, tile="8x16", bk=16, issue_after=-1),
+    "8x16_s3_bk16_ia7": dict(stages=3, tile="8x16", bk=16, issue_after=7),
+    "8x16_s3_bk16_ia11": dict(stages=3, tile="8x16", bk=16, issue_after=11),
 }
 
 
