@@ -85,9 +85,10 @@ def store(entry: dict, path=None) -> Path:
 def cached_config(kernel: str, problem, *, gpu: str | None = None, path=None, **fixed):
     """The fastest measured configuration (``asyncpipe.tune.kernels.Config``) of ``kernel`` on
     ``problem`` on this GPU with this asyncpipe version, among those whose options (and stage count)
-    agree with ``fixed`` (e.g. ``tile="8x16"``; an option not in a configuration means its default). None when
-    it was never tuned (or there is no GPU to ask about). ``gpu`` overrides the current device's name."""
-    from .kernels import Config
+    agree with ``fixed`` (e.g. ``tile="8x16"``; an option not in a configuration means its default).
+    None when it was never tuned (or there is no GPU to ask about). ``gpu`` overrides the current
+    device's name."""
+    from .kernels import Config, tunable
 
     if gpu is None:
         from ..errors import AsyncpipeError
@@ -100,10 +101,10 @@ def cached_config(kernel: str, problem, *, gpu: str | None = None, path=None, **
     entry = lookup(gpu, kernel, problem, path=path)
     if not entry:
         return None
-    defaults = _defaults(kernel)
+    spec = tunable(kernel)
     rows = [r for r in entry.get("rows", []) if r.get("correct") and isinstance(r.get("measured_ms"), (int, float))
             and not r.get("pruned")
-            and all({**defaults, **r.get("options", {}), "stages": r.get("stages")}.get(k) == v
+            and all(spec.kernel_kw(Config.of(r["stages"], **r.get("options", {}))).get(k) == v
                     for k, v in fixed.items())]
     if not rows:
         return None
@@ -114,14 +115,7 @@ def cached_config(kernel: str, problem, *, gpu: str | None = None, path=None, **
 def cached_stages(kernel: str, problem, *, gpu: str | None = None, path=None) -> int | None:
     """The tuned stage count of ``kernel``'s default configuration (for the SGEMM the chapter's
     tile) on ``problem``, or None (``cached_config``)."""
-    c = cached_config(kernel, problem, gpu=gpu, path=path, **_defaults(kernel))
+    from .kernels import tunable
+
+    c = cached_config(kernel, problem, gpu=gpu, path=path, **tunable(kernel).defaults)
     return c.stages if c else None
-
-
-def _defaults(kernel: str) -> dict:
-    """The option values a configuration without them has (the SGEMM: ``sgemm()``'s defaults)."""
-    if kernel == "sgemm":
-        from ..kernels import sgemm as kernels
-
-        return {"tile": kernels.TILE, "bk": kernels.BK}
-    return {}

@@ -47,12 +47,15 @@ def _option_sets(spec, args) -> list[dict] | None:
     """The kernel's option sets that ``--tile`` and ``--bk`` leave in (None: all of them)."""
     if not args.tile and not args.bk:
         return None
-    from .cache import _defaults
+    from ..errors import check
 
-    defaults = _defaults(spec.name)
     wanted = {"tile": args.tile, "bk": args.bk}
+    for k, values in wanted.items():
+        known = tuple(dict.fromkeys({**spec.defaults, **o}[k] for o in spec.option_sets))
+        for v in values or ():
+            check(v in known, f"tune {spec.name}", f"--{k} values must be among {known}", repr(v))
     return [o for o in spec.option_sets
-            if all(v is None or {**defaults, **o}.get(k) in v for k, v in wanted.items())]
+            if all(v is None or {**spec.defaults, **o}.get(k) in v for k, v in wanted.items())]
 
 
 def run(args) -> int:
@@ -70,9 +73,9 @@ def run(args) -> int:
         cal = replace(cal, load_latency_ns=args.load_latency_ns, source="command line")
     if args.compute_ns is not None:
         cal = replace(cal, compute_ns=args.compute_ns, source="command line")
-    common = dict(calibration=cal, candidates=args.stages, margin=args.margin, options=_option_sets(spec, args))
     why_not = None
     try:
+        common = dict(calibration=cal, candidates=args.stages, margin=args.margin, options=_option_sets(spec, args))
         if args.predict_only:
             lim = pick_limits(args.gpu)
             res = tune(args.kernel, problem, gpu=lim.name, limits=lim, **common)

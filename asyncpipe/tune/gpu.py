@@ -1,6 +1,7 @@
 """The tuner's GPU side: for one kernel and problem, the ``check`` and ``time`` callables that
 ``asyncpipe.tune.search.tune`` calls with a configuration (``Config``: stage count and options).
-Needs a CUDA GPU (sm_80 or newer for cp.async); without one, ``UnsupportedDeviceError`` says so before anything is allocated.
+Needs a CUDA GPU (sm_80 or newer for cp.async); without one, ``UnsupportedDeviceError`` says so
+before anything is allocated.
 
 ``timer`` is the timing function, ``asyncpipe.timing.time_ms`` by default (CUDA events around
 each call after warm-up, the median of ``reps`` calls).
@@ -14,7 +15,7 @@ from typing import Callable
 import numpy as np
 
 from ..constants import SM_CP_ASYNC
-from .kernels import Config
+from .kernels import Config, tunable
 from .search import Check
 
 # Relative (Frobenius) error a float32 GEMM with K up to a few thousand stays far below; a wrong
@@ -37,10 +38,10 @@ def _registers(kernels_module, config: Config) -> int | None:
     reads them from the loaded function), the most of them if several variants ran; None when
     numba cannot say. Informative only: the table shows a blank then."""
     found = []
-    bk, tile = config.kw.get("bk", kernels_module.BK), config.kw.get("tile", kernels_module.TILE)
+    kw = tunable("sgemm").kernel_kw(config)
     try:
         for key, disp in kernels_module._kernels.items():    # (variant, stages, vec_a, vec_b, edges, bk, tile, ...)
-            if key[0] == "cp_async" and key[1] == config.stages and key[5] == bk and key[6] == tile:
+            if key[0] == "cp_async" and (key[1], key[5], key[6]) == (kw["stages"], kw["bk"], kw["tile"]):
                 regs = disp.get_regs_per_thread()
                 found += list(regs.values()) if isinstance(regs, dict) else [regs]
     except Exception:  # noqa: BLE001
@@ -71,8 +72,7 @@ def sgemm_measurement(problem, timer: Callable | None = None, reps: int = 20, se
     dc = cuda.device_array((m, n), np.float32)
     poison = cuda.to_device(np.full((m, n), np.nan, np.float32))
 
-    def options(config: Config) -> dict:     # every option named (sgemm() fills missing ones from the cache)
-        return {"stages": config.stages, "tile": S.TILE, "bk": S.BK} | config.kw
+    options = tunable("sgemm").kernel_kw     # every option named (sgemm() fills missing ones from the cache)
 
     def check(config: Config) -> Check:
         dc.copy_to_device(poison)

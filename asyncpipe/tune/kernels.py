@@ -47,11 +47,16 @@ class Tunable:
     dims: tuple[str, ...]                 # the problem's names, in order
     candidates: tuple[int, ...]           # stage counts the kernel accepts
     option_sets: tuple[dict, ...]         # its other configurations; the first, {}, is its default
+    defaults: dict                        # the option values an option set leaves out
     predict: Callable                     # (problem, Config, limits, calibration, registers=None) -> Prediction
     calibrate: Callable                   # ({Config: ms}, problem, limits, {Config: registers}) -> calibration
     default_calibration: object
     flop: Callable[[tuple], float]        # for the TFLOPS column
     gpu_builder: str                      # function in asyncpipe.tune.gpu: (problem, timer, reps) -> callables
+
+    def kernel_kw(self, config: Config) -> dict:
+        """Every option of ``config`` named, stages included: the keywords of the kernel's function."""
+        return {"stages": config.stages, **self.defaults, **config.kw}
 
     def configs(self, stages=None, option_sets=None) -> tuple[Config, ...]:
         """Every (option set, stage count) pair: all the kernel accepts, or the given subsets."""
@@ -83,7 +88,7 @@ def _sgemm() -> Tunable:
 
     # the chapter's tile first (the default: no options), then every other (tile, bk) sgemm() takes,
     # named by what differs from the defaults
-    defaults = {"tile": kernels.TILE, "bk": kernels.BK}
+    defaults = {k: v for k, v in kernels.CHAPTER_CONFIGURATION.items() if k != "stages"}
     option_sets = tuple({k: v for k, v in (("tile", tile), ("bk", bk)) if v != defaults[k]}
                         for tile in kernels.TILES for bk in kernels.BKS)
     return Tunable(
@@ -91,6 +96,7 @@ def _sgemm() -> Tunable:
         dims=("m", "n", "k"),
         candidates=tuple(range(chapter.min_stages, chapter.max_stages + 1)),
         option_sets=option_sets,
+        defaults=defaults,
         predict=lambda problem, c, lim, cal, registers=None: model.predict(problem, c.stages, lim, cal, tile_of(c),
                                                                            registers),
         calibrate=lambda ms, problem, lim, regs=None: model.calibrate(

@@ -84,6 +84,10 @@ def test_tune_tile_and_bk_narrow_the_search(capsys, tmp_path):
     rows = json.loads(js.read_text())["rows"]
     assert [(r["stages"], r["options"]) for r in rows] == [(3, {"tile": "8x16"}), (3, {"tile": "8x16", "bk": 16})]
     assert "3 bk=16 tile=8x16" in capsys.readouterr().out
+    assert main(["tune", "sgemm", "--m", "64", "--n", "64", "--k", "64", "--predict-only", "--tile", "16x16"]) == 2
+    assert "error: tune sgemm: --tile values must be among ('8x8', '8x16'), got '16x16'" in capsys.readouterr().err
+    assert main(["tune", "sgemm", "--m", "64", "--n", "64", "--k", "64", "--predict-only", "--bk", "12"]) == 2
+    assert "error: tune sgemm: --bk values must be among (8, 16), got 12" in capsys.readouterr().err
 
 
 def test_tune_without_a_gpu_says_so(capsys, monkeypatch, tmp_path, no_gpu):
