@@ -87,6 +87,14 @@ SGEMM_BK16_STAGES = (3, 4)   # the 16-deep stage (sgemm(bk=16)), beside the chap
 SGEMM_8X16 = ((3, 8), (3, 16))   # (stages, bk) of the 8 x 16 thread tile (sgemm(tile="8x16"))
 
 
+def sgemm_configs(stages_list=SGEMM_STAGES) -> list[tuple]:
+    """(variant, stages, bk, tile) of every SGEMM the bench times: v4, the chapter's cp.async tile
+    (bk 8) at each stage count, the 16-deep stage at 3 and 4, and the 8 x 16 thread tile."""
+    return ([("v4", 1, 8, "8x8")] + [("cp_async", s, 8, "8x8") for s in stages_list]
+            + [("cp_async", s, 16, "8x8") for s in SGEMM_BK16_STAGES]
+            + [("cp_async", s, bk, "8x16") for s, bk in SGEMM_8X16])
+
+
 def bench_sgemm(n: int, yard: dict, ref: dict, records: list, stages_list=(2, 3, 4, 5, 6, 7, 8)):
     from .kernels import sgemm as S
 
@@ -95,12 +103,7 @@ def bench_sgemm(n: int, yard: dict, ref: dict, records: list, stages_list=(2, 3,
     b = cuda.to_device(rng.standard_normal((n, n)).astype(np.float32))
     c = cuda.device_array((n, n), np.float32)
     flop = 2.0 * n**3
-    # v4, the chapter's cp.async tile (bk 8) at each stage count, the 16-deep stage at 3 and 4, and the
-    # 8 x 16 thread tile
-    configs = ([("v4", 1, 8, "8x8")] + [("cp_async", s, 8, "8x8") for s in stages_list]
-               + [("cp_async", s, 16, "8x8") for s in SGEMM_BK16_STAGES]
-               + [("cp_async", s, bk, "8x16") for s, bk in SGEMM_8X16])
-    for variant, stages, bk, tile in configs:
+    for variant, stages, bk, tile in sgemm_configs(stages_list):
         _progress(f"sgemm {variant} stages={stages} bk={bk} tile={tile} n={n}")
         kw = dict(variant=variant) if variant == "v4" else dict(stages=stages, bk=bk, tile=tile)
         ms = time_ms(lambda: S.sgemm(a, b, c, **kw), reps=20)

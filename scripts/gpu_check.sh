@@ -65,14 +65,14 @@ def warm(variant_stages):
     sgemm(a, a, cuda.device_array((256, 256), np.float32), **kw)
     return variant_stages
 import os
-from asyncpipe.bench import SGEMM_8X16, SGEMM_BK16_STAGES
-configs = ([("cp_async", s, 8, "8x8") for s in range(2, 9)] + [("v4", None, 8, "8x8")]
-           + [("cp_async", s, 16, "8x8") for s in SGEMM_BK16_STAGES] + [("cp_async", s, bk, "8x16") for s, bk in SGEMM_8X16])
+from asyncpipe.bench import sgemm_configs
+configs = sgemm_configs(range(2, 9))           # what the bench times (all stage counts: the tuner's default tile)
 if "tune" in os.environ.get("STEPS", ""):      # the tuner's candidates: every (stages, tile, bk)
     from asyncpipe.tune.kernels import tunable
-    configs += [("cp_async", c.stages, c.kw.get("bk", 8), c.kw.get("tile", "8x8")) for c in tunable("sgemm").configs()]
-    configs = list(dict.fromkeys(configs))
-with ProcessPoolExecutor(12) as pool:          # the slow ones (8 x 16: minutes of ptxas) first
+    spec = tunable("sgemm")
+    configs += [("cp_async", kw["stages"], kw["bk"], kw["tile"]) for kw in map(spec.kernel_kw, spec.configs())]
+configs = list(dict.fromkeys(configs))
+with ProcessPoolExecutor(12) as pool:          # the slow ones (8 x 16: the longest compiles) first
     print(list(pool.map(warm, configs[::-1])))
 PY
 fi
