@@ -39,8 +39,9 @@ def _registers(kernels_module, config: Config) -> int | None:
     found = []
     bk, tile = config.kw.get("bk", kernels_module.BK), config.kw.get("tile", kernels_module.TILE)
     try:
-        for key, disp in kernels_module._kernels.items():    # (variant, stages, vec_a, vec_b, edges, bk, tile, ...)
-            if key[0] == "cp_async" and key[1] == config.stages and key[5] == bk and key[6] == tile:
+        for key, disp in kernels_module._kernels.items():    # (variant, stages, vec_a, vec_b, edges, bk, tile, ..., schedule)
+            if key[0] == "cp_async" and key[1] == config.stages and key[5] == bk and key[6] == tile and \
+                    key[-1] == kernels_module.SCHEDULE:           # the tuner times the default schedule
                 regs = disp.get_regs_per_thread()
                 found += list(regs.values()) if isinstance(regs, dict) else [regs]
     except Exception:  # noqa: BLE001
