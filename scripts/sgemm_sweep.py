@@ -1,5 +1,5 @@
 """Times SGEMM configurations at 4096^3 beside cuBLAS (torch) on the GPU: a tuning aid, with knobs the
-public ``sgemm`` does not take (``issue_after``). Configurations compile in parallel processes first
+public ``sgemm`` does not take (``issue_after``; ``schedule`` it does). Configurations compile in parallel processes first
 (numba's disk cache keeps them), then each is timed alone (CUDA events, median).
 
     python3 scripts/sgemm_sweep.py [--n 4096] [--reps 30] [--once NAME]
@@ -32,6 +32,17 @@ CONFIGS = {
     "8x16_s3_bk16_ia-1": dict(stages=3, tile="8x16", bk=16, issue_after=-1),
     "8x16_s3_bk16_ia7": dict(stages=3, tile="8x16", bk=16, issue_after=7),
     "8x16_s3_bk16_ia11": dict(stages=3, tile="8x16", bk=16, issue_after=11),
+    # schedule="dbuf" (fragments double-buffered, the barrier before each tile's last FFMAs; not yet measured).
+    # For dbuf, issue_after is the k-step slot of the copies: bk-1 by default (after the barrier, into the
+    # tile's own stage, STAGES tiles ahead), below it the plain ring (STAGES-1 ahead; 2: after k-step 3's reads;
+    # offline its loop has 2253 instructions, 16 of them scalar LDS, against the default's 2202 and the plain 2203)
+    "8x16_s3_bk16_dbuf": dict(stages=3, tile="8x16", bk=16, schedule="dbuf"),
+    "8x16_s4_bk16_dbuf": dict(stages=4, tile="8x16", bk=16, schedule="dbuf"),
+    "8x16_s2_bk16_dbuf": dict(stages=2, tile="8x16", bk=16, schedule="dbuf"),
+    "8x16_s3_bk16_dbuf_ia2": dict(stages=3, tile="8x16", bk=16, schedule="dbuf", issue_after=2),
+    "8x16_s3_dbuf": dict(stages=3, tile="8x16", schedule="dbuf"),
+    "s3_dbuf": dict(stages=3, schedule="dbuf"),
+    "s4_dbuf": dict(stages=4, schedule="dbuf"),
 }
 
 
@@ -55,7 +66,7 @@ def launcher(name: str, n: int):
     if variant == "v4":
         return prepare_launch(S.kernel("v4", edges=False), grid, S.THREADS, *args), (a, b, c)
     k = S.kernel("cp_async", cfg.get("stages", 3), 4, 4, False, cfg.get("bk", 8), cfg.get("tile", "8x8"),
-                 cfg.get("issue_after"))
+                 cfg.get("issue_after"), cfg.get("schedule", S.SCHEDULE))
     return prepare_launch(k, grid, S.threads(cfg.get("tile", "8x8")), *args,
                           shared_mem=S.shared_bytes(cfg.get("stages", 3), cfg.get("bk", 8))), (a, b, c)
 

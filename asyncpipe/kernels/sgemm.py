@@ -24,7 +24,9 @@ Both tiles stay row-major as in the chapter; LLVM merges a thread's reads of A a
 
 Also beyond the chapter, two options of the cp.async kernel: ``bk=16`` (16-deep stages) and
 ``tile="8x16"`` (the same CTA tile and pipeline, 128 threads of 8 x 16 outputs: fewer shared-memory
-bytes, LDS and barriers per FFMA; see ``TILES``).
+bytes, LDS and barriers per FFMA; see ``TILES``). And a third, ``schedule="dbuf"`` (``sgemm_cp_async_dbuf``):
+fragments double-buffered in registers, each tile's wait and barrier before its last k-step's FFMAs, so that the
+next tile's first fragments load under them; its copies follow that barrier and take the stage just read.
 """
 
 from __future__ import annotations
@@ -63,6 +65,9 @@ LAUNCH_BOUNDS_EDGES = (THREADS, 1)
 
 
 LAUNCH_BOUNDS_BK16 = (THREADS, CTAS_PER_SM)   # bk 16 takes 130 registers unless capped (no spills at 128)
+# schedule="dbuf" (interior): uncapped, 177 registers (one CTA per SM); capped, 128 and nothing spilled, but ptxas
+# then puts the three sources of 36 of the 512 FFMA a tile in one register bank (reg % 4; the plain kernel: 10)
+LAUNCH_BOUNDS_DBUF = (THREADS, CTAS_PER_SM)
 
 
 # ---- thread tiles of the cp.async kernel: the chapter's 8 x 8, or 8 x 16 (``sgemm(tile="8x16")``) ---------
@@ -99,9 +104,15 @@ TILES = {
     "8x16": ThreadTile(8, 16, 128, 4, {8: 3, 16: 3}, (128, 2), (128,)),
 }
 TILE = "8x8"
+# main-loop schedules of the cp.async kernel: "plain" (sgemm_cp_async, the default) or "dbuf" (sgemm_cp_async_dbuf:
+# fragments double-buffered in registers, the barrier before the last k-step's FFMAs)
+SCHEDULES = ("plain", "dbuf")
+SCHEDULE = "plain"
 
 
-def launch_bounds(edges: bool, bk: int = 8, tile: str = TILE) -> tuple[int, ...]:
+def launch_bounds(edges: bool, bk: int = 8, tile: str = TILE, schedule: str = SCHEDULE) -> tuple[int, ...]:
+    if schedule == "dbuf" and tile == TILE and not edges:
+        return LAUNCH_BOUNDS_DBUF
     if tile != TILE:
         t = TILES[tile]
         return t.bounds_edges if edges else t.bounds
@@ -214,6 +225,155 @@ def sgemm_cp_async(M, N, K, alpha, A, B, beta, C):
                     C[r * N + c] = alpha * acc[i, j] + beta * C[r * N + c]
 
 
+# ---- schedule="dbuf": fragments double-buffered in registers, the barrier before the last k-step's FFMAs -----
+# The plain loop waits, synchronises, then reads k-step 0's fragments: after every barrier each warp stalls on
+# its first LDS before any FFMA (exposed with the 8 x 16 tile's 2 warps per scheduler). Here a k-step slot d
+# reads the fragments of k-step d + 1 into one register set while the FFMAs of k-step d use the other; the last
+# slot of tile kt waits for tile kt+1, synchronises and reads tile kt+1's k-step 0 instead, so those LDS run
+# under tile kt's last FFMAs (128 with 8 x 16), whose operands are already in registers. (ptxas hoists part of
+# them above the barrier: offline, 8 x 16 at bk 16, 45 of the 128 stay after it, the LDS among them.)
+#
+#     prologue:  issue tiles 0 .. AHEAD-1, one commit_group each; wait_group(AHEAD-1); syncthreads;
+#                fragments of tile 0, k-step 0
+#     tile kt:   slot d < BK-1: LDS k-step d+1 of tile kt; [copies]; FFMA k-step d
+#                slot BK-1:     wait_group(STAGES-2); syncthreads; LDS k-step 0 of tile kt+1; [copies];
+#                               FFMA k-step BK-1 of tile kt
+#
+# Stage reuse. The barrier in slot BK-1 of tile kt comes after every thread's shared reads of tile kt (its last
+# k-step is in registers), so copies issued after it may overwrite tile kt's own stage, one stage later than the
+# plain loop's copies (which, after the barrier between tiles kt-1 and kt, overwrite tile kt-1's):
+#   * copies in a slot d < BK-1 of tile kt (the last barrier passed ended tile kt-1's reads) load tile
+#     kt+STAGES-1 into tile kt-1's stage: AHEAD = STAGES-1, the plain loop's ring;
+#   * copies in slot BK-1 (after the barrier ending tile kt's reads) load tile kt+STAGES into tile kt's stage:
+#     AHEAD = STAGES. Before the loop no stage is being read, so the prologue fills all STAGES of them.
+# In flight: either way the wait in slot BK-1 of tile kt needs tile kt+1 with tiles up to kt+STAGES-1 issued, so
+# up to STAGES-1 tiles are in flight there and STAGES-2 may stay in flight, as in the plain loop: no deeper
+# pipeline for the same STAGES. In steady state slot BK-1's copies are the plain ring's: the plain loop's
+# iteration kt+1 issues the same tile kt+STAGES into the same stage after the same barrier (the one between the
+# reads of tiles kt and kt+1). What changes is the prologue (STAGES tiles, not STAGES-1, and its wait) and where
+# the copies sit: right after that barrier (the plain loop's ISSUE_AFTER = -1, slower there), but behind tile
+# kt+1's first LDS and with tile kt's last FFMAs, not LDS-bound work, around them.
+# Groups: one commit per prologue tile and per iteration (empty once tile kt+AHEAD >= num_tiles), group g holding
+# tile g. At the wait of tile kt+1 (group kt+1) AHEAD + kt + 1 groups are committed with copies in a slot < BK-1,
+# AHEAD + kt with copies after the barrier (this iteration's commit comes later): STAGES-2 may stay pending
+# in both cases. Before the loop AHEAD are committed and group 0 is needed: AHEAD-1 may stay pending.
+# The last iteration waits for and reads k-step 0 of a tile that does not exist (num_tiles): an empty group,
+# and shared memory of a stage no copy is writing; the values go unused.
+# DB_SLOT: the slot of the copies (0..BK-1); DB_AHEAD: STAGES-1 if DB_SLOT < BK-1 else STAGES (``kernel_source``;
+# the other pairings are wrong and tests/sim/test_programs.py checks that the simulator says so: STAGES before the
+# barrier overwrites the stage being read, STAGES-1 after it leaves the wait one group short).
+def sgemm_cp_async_dbuf(M, N, K, alpha, A, B, beta, C):
+    smem = cuda.shared.array(0, float32)              # STAGES x (A tile | B tile), dynamic
+    tid = cuda.threadIdx.x
+    thread_col = tid % (BN // TN)
+    thread_row = tid // (BN // TN)
+    row_base = (thread_row // RI) * (RI * TM) + thread_row % RI     # as in sgemm_cp_async
+    row0 = cuda.blockIdx.y * BM
+    col0 = cuda.blockIdx.x * BN
+    num_tiles = (K + BK - 1) // BK
+
+    def issue(stage, kt, a_src, b_src):               # one tile of A (BM x BK) and B (BK x BN): as in sgemm_cp_async
+        k0 = kt * BK
+        for r in unroll(BM * BK // (THREADS * VEC_A)):
+            e = (r * THREADS + tid) * VEC_A
+            if EDGES:
+                gr = row0 + e // BK
+                gc = k0 + e % BK
+                nbytes = max(0, min(VEC_A, K - gc)) * 4 if gr < M else 0
+                src = gr * K + gc if nbytes > 0 else 0
+                copy_a(ptx.addr(smem, stage + e), ptx.addr(A, src), nbytes)
+            else:
+                ptx.cp_async_cg_shared_global_16(ptx.addr(smem, stage + e), ptx.addr(A, a_src + r * (THREADS * VEC_A // BK) * K))
+        for r in unroll(BK * BN // (THREADS * VEC_B)):
+            e = (r * THREADS + tid) * VEC_B
+            if EDGES:
+                gr = k0 + e // BN
+                gc = col0 + e % BN
+                nbytes = max(0, min(VEC_B, N - gc)) * 4 if gr < K else 0
+                src = gr * N + gc if nbytes > 0 else 0
+                copy_b(ptx.addr(smem, stage + BM * BK + e), ptx.addr(B, src), nbytes)
+            else:
+                ptx.cp_async_cg_shared_global_16(ptx.addr(smem, stage + BM * BK + e), ptx.addr(B, b_src + r * (THREADS * VEC_B // BN) * N))
+
+    v = tid * 4
+    a_src = (row0 + v // BK) * K + v % BK
+    b_src = (v // BN) * N + col0 + v % BN
+    # ---- prologue: tiles 0 .. DB_AHEAD-1 in flight, one group each; then tile 0's first fragments --------
+    for s in range(DB_AHEAD):
+        if s < num_tiles:
+            issue(s * TILE_FLOATS, s, a_src, b_src)
+        ptx.cp_async_commit_group()
+        a_src += BK
+        b_src += BK * N
+
+    def issue_next(kt, write, a_src, b_src):          # tile kt + DB_AHEAD, then the next copies' offsets
+        nxt = kt + DB_AHEAD
+        if nxt < num_tiles:
+            issue(write, nxt, a_src, b_src)
+        ptx.cp_async_commit_group()                   # even when empty: keeps group counts aligned
+        return a_src + BK, b_src + BK * N
+
+    acc = registers(TM, TN, dtype=float32)
+    # Fragments. B: two k-steps, [d % 2] holds k-step d's. A: two quads of k-steps, [(d // 4) % 2, i, d % 4] holds
+    # k-step d's, read four k-steps at a time (one LDS.128 a row, as LLVM merges them in the plain loop; read a
+    # k-step at a time, tile kt+1's k-step 0 would be read alone after the barrier and again, merged with
+    # k-steps 1-3, in the next iteration: 8 more LDS a tile). BK is a multiple of 8, so each tile starts with
+    # set 0 of both.
+    frag_a = registers(2, TM, 4, dtype=float32)
+    frag_n = registers(2, TN, dtype=float32)
+    ptx.cp_async_wait_group(DB_AHEAD - 1)             # tile 0 has landed ...
+    cuda.syncthreads()                                # ... for every thread
+    a_base = row_base * BK
+    b_base = BM * BK + thread_col * 4
+    for i in unroll(TM):
+        for q in unroll(4):
+            frag_a[0, i, q] = smem[a_base + i * RI * BK + q]
+    for j in unroll(TN):
+        frag_n[0, j] = smem[b_base + (j // 4) * COL_STEP + j % 4]
+    # ---- main loop ------------------------------------------------------------------------------
+    # `read`: tile kt's stage; `write`: where this iteration's copies go (tile kt-1's stage, the previous
+    # `read`, when DB_AHEAD is STAGES-1; tile kt's own, `read`, when the copies follow slot BK-1's barrier).
+    read = 0
+    write = (STAGES - 1) * TILE_FLOATS
+    for kt in range(num_tiles):
+        a_base = read + row_base * BK
+        b_base = read + BM * BK + thread_col * 4
+        nread = read + TILE_FLOATS if read < (STAGES - 1) * TILE_FLOATS else 0
+        for dot in unroll(BK):
+            if dot < BK - 1:                          # k-step dot+1 of tile kt into the other set
+                if (dot + 1) % 4 == 0:                # ... and its quad of A
+                    for i in unroll(TM):
+                        for q in unroll(4):
+                            frag_a[((dot + 1) // 4) % 2, i, q] = smem[a_base + i * RI * BK + dot + 1 + q]
+                for j in unroll(TN):
+                    frag_n[(dot + 1) % 2, j] = smem[b_base + (dot + 1) * BN + (j // 4) * COL_STEP + j % 4]
+            else:                                     # tile kt+1's k-step 0 (and A's k-steps 0-3) into set 0
+                ptx.cp_async_wait_group(STAGES - 2)   # tile kt+1 has landed (for this thread) ...
+                cuda.syncthreads()                    # ... for every thread; tile kt is consumed
+                for i in unroll(TM):
+                    for q in unroll(4):
+                        frag_a[0, i, q] = smem[nread + row_base * BK + i * RI * BK + q]
+                for j in unroll(TN):
+                    frag_n[0, j] = smem[nread + BM * BK + thread_col * 4 + (j // 4) * COL_STEP + j % 4]
+            if dot == DB_SLOT:                        # tile kt + DB_AHEAD into tile kt's stage or tile kt-1's
+                a_src, b_src = issue_next(kt, read if DB_AHEAD == STAGES else write, a_src, b_src)
+            for i in unroll(TM):
+                for j in unroll(TN):
+                    acc[i, j] += frag_a[(dot // 4) % 2, i, dot % 4] * frag_n[dot % 2, j]
+        write = read
+        read = nread
+    ptx.cp_async_wait_all()                           # nothing in flight at exit
+    # ---- epilogue: as in sgemm_cp_async --------------------------------------------------------
+    for i in unroll(TM):
+        r = row0 + row_base + i * RI
+        for j in unroll(TN):
+            c = col0 + thread_col * 4 + (j // 4) * COL_STEP + j % 4
+            if not EDGES or (r < M and c < N):
+                if beta == 0:
+                    C[r * N + c] = alpha * acc[i, j]
+                else:
+                    C[r * N + c] = alpha * acc[i, j] + beta * C[r * N + c]
+
 def sgemm_v4(M, N, K, alpha, A, B, beta, C):
     """The chapter's baseline: same tile, loads through registers, one buffer, no cp.async.
 
@@ -286,13 +446,16 @@ _COPY = {4: ptx.cp_async_cg_shared_global_16_src_size, 1: ptx.cp_async_ca_shared
 
 
 def kernel_source(variant: str = "cp_async", stages: int = 3, vec_a: int = 4, vec_b: int = 4, edges: bool = True,
-                  bk: int = BK, tile: str = TILE, issue_after: int | None = None):
+                  bk: int = BK, tile: str = TILE, issue_after: int | None = None, schedule: str = SCHEDULE):
     """The unrolled Python function of one configuration (what ``kernel`` compiles). With
     ``edges=False`` (M, N multiples of 128, K of ``bk``: the chapter's case) tiles never hang over an
     edge and the loads and stores drop their bounds arithmetic. ``bk`` (cp.async only): the k-depth
     of a stage, 8 (the chapter's) or 16. ``tile`` (cp.async only): the thread tile, ``"8x8"`` (the
     chapter's, 256 threads) or ``"8x16"`` (128 threads; see ``TILES``). ``issue_after`` (for
-    experiments; None: the tile's own): where the next tile's copies go in an iteration (ISSUE_AFTER)."""
+    experiments; None: the tile's own): where the next tile's copies go in an iteration (ISSUE_AFTER).
+    ``schedule`` (cp.async only): the main loop, ``"plain"`` (``sgemm_cp_async``) or ``"dbuf"``
+    (``sgemm_cp_async_dbuf``: fragments double-buffered in registers); for ``"dbuf"``, ``issue_after`` is the
+    k-step slot of the copies, 0..bk-1 (None: bk-1, right after the barrier that ends the tile's reads)."""
     # Only the branches the constants take are kept (``static_ifs``): numba's closure inlining would
     # otherwise copy ``issue_next`` (and, at the edges, its bounds arithmetic) into every k-step of the
     # loop before pruning: 2 to 4 times the compile time, minutes at the edges. The SASS is the same
@@ -305,8 +468,18 @@ def kernel_source(variant: str = "cp_async", stages: int = 3, vec_a: int = 4, ve
         raise ValueError(f"bk must be one of {BKS}")
     if tile not in TILES:
         raise ValueError(f"tile must be one of {tuple(TILES)}")
+    if schedule not in SCHEDULES:
+        raise ValueError(f"schedule must be one of {SCHEDULES}")
     t = TILES[tile]
     layout = {} if tile == TILE else dict(TM=t.tm, TN=t.tn, THREADS=t.threads)
+    if schedule == "dbuf":
+        slot = bk - 1 if issue_after is None else issue_after
+        if not 0 <= slot < bk:
+            raise ValueError(f"issue_after (the k-step slot of the copies) must be in 0..{bk - 1} for dbuf")
+        return unrolled(sgemm_cp_async_dbuf, STAGES=stages, VEC_A=vec_a, VEC_B=vec_b, EDGES=edges,
+                        copy_a=_COPY[vec_a], copy_b=_COPY[vec_b], BK=bk, TILE_FLOATS=tile_floats(bk),
+                        RI=t.ri, COL_STEP=BN // (t.tn // 4), DB_SLOT=slot,
+                        DB_AHEAD=stages - 1 if slot < bk - 1 else stages, static_ifs=True, **layout)
     return unrolled(sgemm_cp_async, STAGES=stages, VEC_A=vec_a, VEC_B=vec_b, EDGES=edges,
                     copy_a=_COPY[vec_a], copy_b=_COPY[vec_b], BK=bk, TILE_FLOATS=tile_floats(bk),
                     RI=t.ri, COL_STEP=BN // (t.tn // 4),
@@ -314,12 +487,12 @@ def kernel_source(variant: str = "cp_async", stages: int = 3, vec_a: int = 4, ve
 
 
 def kernel(variant: str = "cp_async", stages: int = 3, vec_a: int = 4, vec_b: int = 4, edges: bool = True,
-           bk: int = BK, tile: str = TILE, issue_after: int | None = None):
+           bk: int = BK, tile: str = TILE, issue_after: int | None = None, schedule: str = SCHEDULE):
     """The compiled-on-first-use ``cuda.jit`` dispatcher for one configuration."""
-    key = (variant, stages, vec_a, vec_b, edges, bk, tile, issue_after)
+    key = (variant, stages, vec_a, vec_b, edges, bk, tile, issue_after, schedule)
     if key not in _kernels:
-        fn = kernel_source(variant, stages, vec_a, vec_b, edges, bk, tile, issue_after)
-        _kernels[key] = jit(fn, launch_bounds=launch_bounds(edges, bk, tile))
+        fn = kernel_source(variant, stages, vec_a, vec_b, edges, bk, tile, issue_after, schedule)
+        _kernels[key] = jit(fn, launch_bounds=launch_bounds(edges, bk, tile, schedule))
     return _kernels[key]
 
 
@@ -338,13 +511,16 @@ def shared_bytes(stages: int, bk: int = BK) -> int:
     return stages * tile_floats(bk) * 4
 
 
-def sgemm(A, B, C=None, alpha=1.0, beta=0.0, stages=None, variant="cp_async", stream=0, bk=None, tile=None):
+def sgemm(A, B, C=None, alpha=1.0, beta=0.0, stages=None, variant="cp_async", stream=0, bk=None, tile=None,
+          schedule=SCHEDULE):
     """C = alpha * A @ B + beta * C for float32 row-major CUDA arrays (numba, CuPy, PyTorch...).
 
     ``C`` is allocated (and ``beta`` must be 0) when not given. Returns C as a numba device array
     view of the same memory. ``variant`` is ``"cp_async"`` (``stages`` 2..8; ``bk``, the k-depth of a
     stage, 8 as in the chapter or 16; ``tile``, the thread tile, ``"8x8"`` as in the chapter or
-    ``"8x16"``: 128 threads of 8 x 16 outputs) or ``"v4"`` (``bk`` 8, ``tile`` "8x8").
+    ``"8x16"``: 128 threads of 8 x 16 outputs; ``schedule``, the main loop, ``"plain"`` as in the chapter or
+    ``"dbuf"``: fragments double-buffered in registers, see ``sgemm_cp_async_dbuf``) or ``"v4"`` (``bk`` 8,
+    ``tile`` "8x8", ``schedule`` "plain").
     For ``cp_async``, what is left None (``stages``, ``tile``, ``bk``) comes from the tuner's fastest
     measured configuration on this GPU and problem that agrees with what was given
     (``python -m asyncpipe tune sgemm``), else from the chapter's: 3 stages, "8x8", 8. A repeated
@@ -361,9 +537,9 @@ def sgemm(A, B, C=None, alpha=1.0, beta=0.0, stages=None, variant="cp_async", st
     if not c_given:
         a, b = as_matrix("sgemm", "A", A), as_matrix("sgemm", "B", B)
         C = cuda.device_array((a.shape[0], b.shape[1]), np.float32, stream=stream)
-    key = (array_key(A), array_key(B), array_key(C), *option_key(alpha, beta, stages, variant, c_given, bk, tile),
-           id(stream) if stream else 0)
-    run_plan(_plans, key, lambda: _plan(A, B, C, alpha, beta, stages, variant, stream, c_given, bk, tile))
+    key = (array_key(A), array_key(B), array_key(C),
+           *option_key(alpha, beta, stages, variant, c_given, bk, tile, schedule), id(stream) if stream else 0)
+    run_plan(_plans, key, lambda: _plan(A, B, C, alpha, beta, stages, variant, stream, c_given, bk, tile, schedule))
     return C if not c_given else as_matrix("sgemm", "C", C)
 
 
@@ -387,7 +563,7 @@ def _configuration(A, B, stages, tile, bk) -> tuple:
 _plans = PlanCache()
 
 
-def _plan(A, B, C, alpha, beta, stages, variant, stream, c_given, bk, tile=TILE):
+def _plan(A, B, C, alpha, beta, stages, variant, stream, c_given, bk, tile=TILE, schedule=SCHEDULE):
     """The checks, the variant's kernel and the marshalled launch of one problem (``_plans``)."""
     from ..host.launch import prepare_launch
     from .checks import as_matrix, check_gemm
@@ -401,6 +577,9 @@ def _plan(A, B, C, alpha, beta, stages, variant, stream, c_given, bk, tile=TILE)
     check(isinstance(tile, str) and tile in (TILES if variant == "cp_async" else (TILE,)), "sgemm",
           f"tile (the thread tile) must be one of {tuple(TILES)} for cp_async, {TILE!r} for v4",
           f"tile={tile!r} for {variant}")
+    check(isinstance(schedule, str) and schedule in (SCHEDULES if variant == "cp_async" else (SCHEDULE,)), "sgemm",
+          f"schedule (the main loop) must be one of {SCHEDULES} for cp_async, {SCHEDULE!r} for v4",
+          f"schedule={schedule!r} for {variant}")
     # 16-byte copies need 16-byte aligned rows: K (N) a multiple of 4 and A (B) 16-byte aligned
     vec_a = 4 if K % 4 == 0 and a.device_ctypes_pointer.value % 16 == 0 else 1
     vec_b = 4 if N % 4 == 0 and b.device_ctypes_pointer.value % 16 == 0 else 1
@@ -410,5 +589,6 @@ def _plan(A, B, C, alpha, beta, stages, variant, stream, c_given, bk, tile=TILE)
             np.float32(beta), c.reshape(M * N))
     if variant == "v4":
         return prepare_launch(kernel("v4", edges=edges), grid, THREADS, *args, stream=stream)
-    return prepare_launch(kernel("cp_async", stages, vec_a, vec_b, edges, bk, tile), grid, threads(tile), *args,
+    return prepare_launch(kernel("cp_async", stages, vec_a, vec_b, edges, bk, tile, schedule=schedule), grid,
+                          threads(tile), *args,
                           shared_mem=shared_bytes(stages, bk), stream=stream)

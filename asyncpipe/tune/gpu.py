@@ -40,8 +40,9 @@ def _registers(kernels_module, config: Config) -> int | None:
     found = []
     kw = tunable("sgemm").kernel_kw(config)
     try:
-        for key, disp in kernels_module._kernels.items():    # (variant, stages, vec_a, vec_b, edges, bk, tile, ...)
-            if key[0] == "cp_async" and (key[1], key[5], key[6]) == (kw["stages"], kw["bk"], kw["tile"]):
+        for key, disp in kernels_module._kernels.items():    # (variant, stages, vec_a, vec_b, edges, bk, tile, ..., schedule)
+            if key[0] == "cp_async" and (key[1], key[5], key[6]) == (kw["stages"], kw["bk"], kw["tile"]) and \
+                    key[-1] == kernels_module.SCHEDULE:           # the tuner times the default schedule
                 regs = disp.get_regs_per_thread()
                 found += list(regs.values()) if isinstance(regs, dict) else [regs]
     except Exception:  # noqa: BLE001

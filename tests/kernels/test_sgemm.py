@@ -9,7 +9,7 @@ from numba.cuda import types
 
 from asyncpipe.errors import AsyncpipeError
 from asyncpipe.kernels import sgemm as S
-from tests.sass import assert_sass
+from tests.sass import assert_sass, loop_opcodes
 
 SIG = (types.int32, types.int32, types.int32, types.float32, types.float32[::1], types.float32[::1],
        types.float32, types.float32[::1])
@@ -60,10 +60,58 @@ def test_cp_async_8x16_sass():
 
 
 @pytest.mark.sass
+def test_cp_async_8x16_bk16_dbuf_sass():
+    """schedule="dbuf" on the best measured configuration (8 x 16, bk 16, 3 stages): the loop keeps the plain
+    loop's instruction mix (offline, ptxas 13: 2202 instructions against 2203), one barrier and one wait per
+    tile: 2048 FFMA, 96 LDS.128 (A read in quads of k-steps, so tile kt+1's k-step 0 is not read twice), no
+    other shared load, 8 copies; 255 registers (two CTAs of 128 threads per SM), nothing spilled."""
+    fn = S.kernel_source("cp_async", 3, 4, 4, False, 16, "8x16", schedule="dbuf")
+    cubin = assert_sass(fn, SIG, has=("LDGSTS.E.BYPASS.128", "LDS.128", "BAR.SYNC"), lacks=("CALL", "LDL", "STL"),
+                        launch_bounds=S.launch_bounds(False, 16, "8x16", "dbuf"))
+    assert cubin.resources.registers <= 255 and not cubin.spills
+    loop = loop_opcodes(cubin)
+    count = lambda prefix: sum(op.startswith(prefix) for op in loop)   # noqa: E731
+    assert count("FFMA") == 2048 and count("LDS.128") == 96 and count("LDS") == 96
+    assert count("BAR.SYNC") == 1 and count("DEPBAR.LE") == 1 and count("LDGSTS.E.BYPASS.128") == 8
+    assert len(loop) < 2048 + 96 + 80                      # FFMA, LDS and the little else the plain loop has
+    # 12 LDS.128 before the loop (tile 0's k-step 0: 8 of A's quads, 4 of B); the prologue fills all 3 stages
+    assert cubin.count("LDS.128") == 96 + 12 and cubin.count("LDGSTS.E.BYPASS.128") == 8 * 4
+
+
+@pytest.mark.sass
+def test_cp_async_dbuf_8x8_sass():
+    """schedule="dbuf" with the chapter's tile: still within the two-CTA budget of 128 registers, no spills."""
+    fn = S.kernel_source("cp_async", 3, 4, 4, False, schedule="dbuf")
+    cubin = assert_sass(fn, SIG, has=("LDS.128", "BAR.SYNC"), lacks=("CALL", "LDL", "STL"),
+                        launch_bounds=S.launch_bounds(False, 8, "8x8", "dbuf"))
+    assert cubin.resources.registers <= 128
+    loop = loop_opcodes(cubin)
+    assert sum(op.startswith("FFMA") for op in loop) == 512 and sum(op == "BAR.SYNC.DEFER_BLOCKING" for op in loop) == 1
+
+
+@pytest.mark.sass
 def test_cp_async_8x16_edges_sass():
     fn = S.kernel_source("cp_async", 4, 1, 4, True, tile="8x16")
     cubin = assert_sass(fn, SIG, has=("LDGSTS", "LDS"), launch_bounds=S.launch_bounds(True, 8, "8x16"))
     assert cubin.count("FFMA") >= 1024
+
+
+def test_dbuf_sources():
+    """schedule="dbuf" is another kernel (sgemm_cp_async_dbuf): the plain one's source is the default's; the
+    dbuf one keeps one call site of the copies, one barrier in the loop, and only the branches taken."""
+    assert S.kernel_source("cp_async", 3, 4, 4, False, 16, "8x16").unrolled_source == \
+        S.kernel_source("cp_async", 3, 4, 4, False, 16, "8x16", schedule="plain").unrolled_source
+    for edges, (va, vb) in ((False, (4, 4)), (True, (1, 4))):
+        for bk, tile in ((8, "8x8"), (16, "8x16")):
+            s = S.kernel_source("cp_async", 3, va, vb, edges, bk, tile, schedule="dbuf").unrolled_source
+            assert s.startswith("def sgemm_cp_async_dbuf(") and s.count("= issue_next(") == 1
+            assert s.count("cuda.syncthreads()") == 2 and "EDGES" not in s and "DB_SLOT" not in s
+            assert ("copy_a(" in s) == edges != ("cp_async_cg_shared_global_16(" in s)
+            assert ("if r < M and c < N:" in s) == edges
+    with pytest.raises(ValueError, match="schedule must be one of"):
+        S.kernel_source("cp_async", 3, schedule="triple")
+    with pytest.raises(ValueError, match=re.escape("issue_after (the k-step slot of the copies) must be in 0..7")):
+        S.kernel_source("cp_async", 3, issue_after=8, schedule="dbuf")
 
 
 def test_chapter_tile_is_the_default():
@@ -116,19 +164,20 @@ CASES = [(256, 256, 256), (128, 384, 64), (1000, 1000, 999), (1, 1, 1), (130, 70
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("variant,stages,bk,tile", [("cp_async", 3, 8, "8x8"), ("cp_async", 2, 8, "8x8"),
-                                                    ("cp_async", 8, 8, "8x8"), ("v4", 1, 8, "8x8"),
-                                                    ("cp_async", 4, 16, "8x8"), ("cp_async", 3, 8, "8x16"),
-                                                    ("cp_async", 2, 8, "8x16"), ("cp_async", 4, 16, "8x16")])
+@pytest.mark.parametrize("variant,stages,bk,tile,schedule", [
+    ("cp_async", 3, 8, "8x8", "plain"), ("cp_async", 2, 8, "8x8", "plain"), ("cp_async", 8, 8, "8x8", "plain"),
+    ("v4", 1, 8, "8x8", "plain"), ("cp_async", 4, 16, "8x8", "plain"), ("cp_async", 3, 8, "8x16", "plain"),
+    ("cp_async", 2, 8, "8x16", "plain"), ("cp_async", 4, 16, "8x16", "plain"),
+    ("cp_async", 3, 16, "8x16", "dbuf"), ("cp_async", 2, 8, "8x16", "dbuf"), ("cp_async", 4, 8, "8x8", "dbuf")])
 @pytest.mark.parametrize("m,n,k", CASES)
-def test_sgemm_gpu(variant, stages, bk, tile, m, n, k, rng):
+def test_sgemm_gpu(variant, stages, bk, tile, schedule, m, n, k, rng):
     a = rng.standard_normal((m, k)).astype(np.float32)
     b = rng.standard_normal((k, n)).astype(np.float32)
     c0 = rng.standard_normal((m, n)).astype(np.float32)
     alpha, beta = 1.5, -0.5
     c = cuda.to_device(c0)
     S.sgemm(cuda.to_device(a), cuda.to_device(b), c, alpha=alpha, beta=beta, stages=max(stages, 2), variant=variant,
-            bk=bk, tile=tile)
+            bk=bk, tile=tile, schedule=schedule)
     ref = alpha * (a.astype(np.float64) @ b.astype(np.float64)) + beta * c0.astype(np.float64)
     assert rel_err(c.copy_to_host(), ref) < 1e-5
 
@@ -184,6 +233,10 @@ def test_sgemm_from_other_libraries(rng):
     (dict(tile="16x16"), "tile (the thread tile) must be one of ('8x8', '8x16') for cp_async, '8x8' for v4"),
     (dict(tile="8x16", variant="v4"), "tile (the thread tile) must be one of ('8x8', '8x16') for cp_async, '8x8' for v4"),
     (dict(tile=("8x16",)), "tile (the thread tile) must be one of ('8x8', '8x16') for cp_async, '8x8' for v4"),
+    (dict(schedule="triple"), "schedule (the main loop) must be one of ('plain', 'dbuf') for cp_async, 'plain' for v4"),
+    (dict(schedule="dbuf", variant="v4"),
+     "schedule (the main loop) must be one of ('plain', 'dbuf') for cp_async, 'plain' for v4"),
+    (dict(schedule=None), "schedule (the main loop) must be one of ('plain', 'dbuf') for cp_async, 'plain' for v4"),
 ])
 def test_sgemm_bad_input(bad, rule):
     def dev(spec):

@@ -6,6 +6,7 @@ import pytest
 from numba import cuda
 
 from asyncpipe import sim
+from asyncpipe.sim import errors as sim_errors
 from asyncpipe.kernels import cluster_sum as C
 from asyncpipe.kernels import sgemm as S
 from asyncpipe.kernels import tma_add_one as T
@@ -37,6 +38,78 @@ def test_sgemm(variant, stages, m, n, k, bk, tile, rng):
             tile=tile)
     ref = 1.5 * (a.astype(np.float64) @ b) - 0.5 * c0
     assert rel_err(c.copy_to_host(), ref) < 1e-5
+
+
+def _launch_cp_async(a, b, c, stages, bk, tile, fn, alpha=1.5, beta=-0.5):
+    """Launches ``fn`` (an unrolled cp.async kernel source, any options) as ``sgemm`` would."""
+    from asyncpipe.host.launch import prepare_launch
+    from asyncpipe.jit_cache import jit
+
+    (m, k), n = a.shape, b.shape[1]
+    vec_a, vec_b = (4 if k % 4 == 0 else 1), (4 if n % 4 == 0 else 1)
+    edges = not (m % S.BM == 0 and n % S.BN == 0 and k % bk == 0 and vec_a == vec_b == 4)
+    kern = jit(fn(vec_a, vec_b, edges), launch_bounds=S.launch_bounds(edges, bk, tile))
+    da, db = cuda.to_device(a.reshape(-1)), cuda.to_device(b.reshape(-1))
+    dc = cuda.to_device(c.reshape(-1))
+    grid = ((n + S.BN - 1) // S.BN, (m + S.BM - 1) // S.BM)
+    prepare_launch(kern, grid, S.threads(tile), np.int32(m), np.int32(n), np.int32(k), np.float32(alpha), da, db,
+                   np.float32(beta), dc, shared_mem=S.shared_bytes(stages, bk))()
+    return dc.copy_to_host().reshape(m, n)
+
+
+# schedule="dbuf": fragments double-buffered, the barrier before each tile's last FFMAs. issue_after is the
+# k-step slot of the copies: bk-1 (the default: after the barrier that ends the tile's reads, into the tile's
+# own stage, STAGES tiles in the prologue) or a slot before it (into the previous tile's stage, as the plain
+# loop). k-tiles > STAGES: the ring wraps; ragged sizes: zero-filled copies and predicated stores.
+@pytest.mark.parametrize("stages,m,n,k,bk,tile,issue_after", [
+    (3, 128, 128, 64, 8, "8x16", None),           # interior, eight k-tiles through three stages
+    (2, 128, 128, 48, 16, "8x16", None),          # interior, 16-deep, two stages (the prologue fills both)
+    (4, 128, 256, 112, 16, "8x16", None),         # interior, seven k-tiles through four stages, two CTAs
+    (3, 128, 128, 64, 8, "8x8", None),            # the chapter's tile
+    (2, 128, 128, 48, 16, "8x8", None),
+    (3, 70, 33, 45, 8, "8x16", None),             # edges: 4-byte copies of A and B
+    (2, 33, 72, 21, 16, "8x16", None),            # edges: 4-byte copies of A, 16-byte of B
+    (3, 130, 70, 33, 16, "8x8", None),            # edges, two row blocks
+    (3, 128, 128, 64, 8, "8x16", 2),              # copies before the barrier: STAGES-1 tiles ahead
+    (2, 128, 128, 48, 16, "8x16", 3),
+    (4, 70, 33, 45, 8, "8x8", 0),
+    (2, 33, 72, 21, 16, "8x16", 14),
+])
+def test_sgemm_dbuf(stages, m, n, k, bk, tile, issue_after, rng):
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    c0 = rng.standard_normal((m, n)).astype(np.float32)
+    ref = 1.5 * (a.astype(np.float64) @ b) - 0.5 * c0
+    if issue_after is None:                       # through sgemm()
+        c = cuda.to_device(c0)
+        S.sgemm(cuda.to_device(a), cuda.to_device(b), c, alpha=1.5, beta=-0.5, stages=stages, bk=bk, tile=tile,
+                schedule="dbuf")
+        got = c.copy_to_host()
+    else:
+        got = _launch_cp_async(a, b, c0, stages, bk, tile, lambda va, vb, e: S.kernel_source(
+            "cp_async", stages, va, vb, e, bk, tile, issue_after, "dbuf"))
+    assert rel_err(got, ref) < 1e-5
+
+
+@pytest.mark.parametrize("slot,ahead,error", [(3, 3, "SharedMemoryRaceError"), (15, 2, "WaitGroupError")])
+def test_sgemm_dbuf_wrong_stage_reuse_is_caught(slot, ahead, error, rng):
+    """The stage rule matters, and the simulator sees it. Copies before the barrier (slot 3) one tile further
+    ahead (STAGES) overwrite the stage being read; copies after it (slot bk-1) with the plain ring's STAGES-1
+    tiles ahead leave wait_group(STAGES-2) one group short of the tile the barrier is for."""
+    from asyncpipe.kernels.unroll import unrolled
+
+    stages, bk, tile = 3, 16, "8x16"
+    t = S.TILES[tile]
+
+    def fn(va, vb, e):
+        return unrolled(S.sgemm_cp_async_dbuf, STAGES=stages, VEC_A=va, VEC_B=vb, EDGES=e, copy_a=S._COPY[va],
+                        copy_b=S._COPY[vb], BK=bk, TILE_FLOATS=S.tile_floats(bk), RI=t.ri, COL_STEP=S.BN // (t.tn // 4),
+                        DB_SLOT=slot, DB_AHEAD=ahead, static_ifs=True, TM=t.tm, TN=t.tn, THREADS=t.threads)
+
+    a = rng.standard_normal((128, 96)).astype(np.float32)
+    b = rng.standard_normal((96, 128)).astype(np.float32)
+    with pytest.raises(getattr(sim_errors, error)):
+        _launch_cp_async(a, b, np.zeros((128, 128), np.float32), stages, bk, tile, fn, beta=0.0)
 
 
 @pytest.mark.parametrize("bk,tile", [(8, "8x8"), (16, "8x16")])
