@@ -31,9 +31,11 @@ row "date / commit" "$(date -u +%F) ${COMMIT:-$(git rev-parse --short HEAD 2>/de
 # sizes (one process per test file; the benchmarks' sizes are not sanitized). The three tools run in
 # the background, beside the plain test run, to fit the GPU machine's time.
 SANITIZER_DEFAULT="tests/ptx tests/kernels/test_tma_add_one.py tests/kernels/test_cluster_sum.py \
-  tests/kernels/test_sgemm.py::test_sgemm_gpu[130-70-33-cp_async-3-8-8x8] tests/kernels/test_sgemm.py::test_sgemm_gpu[256-256-256-cp_async-3-8-8x8] \
-  tests/kernels/test_sgemm.py::test_sgemm_gpu[256-256-256-v4-1-8-8x8] tests/kernels/test_sgemm.py::test_sgemm_gpu[256-256-256-cp_async-4-16-8x8] \
-  tests/kernels/test_sgemm.py::test_sgemm_gpu[130-70-33-cp_async-3-8-8x16] tests/kernels/test_sgemm.py::test_sgemm_gpu[256-256-256-cp_async-3-8-8x16] tests/kernels/test_vector.py tests/pipeline \
+  tests/kernels/test_sgemm.py::test_sgemm_gpu[130-70-33-cp_async-3-8-8x8-plain] tests/kernels/test_sgemm.py::test_sgemm_gpu[256-256-256-cp_async-3-8-8x8-plain] \
+  tests/kernels/test_sgemm.py::test_sgemm_gpu[256-256-256-v4-1-8-8x8-plain] tests/kernels/test_sgemm.py::test_sgemm_gpu[256-256-256-cp_async-4-16-8x8-plain] \
+  tests/kernels/test_sgemm.py::test_sgemm_gpu[130-70-33-cp_async-3-8-8x16-plain] tests/kernels/test_sgemm.py::test_sgemm_gpu[256-256-256-cp_async-3-8-8x16-plain] \
+  tests/kernels/test_sgemm.py::test_sgemm_gpu[130-70-33-cp_async-3-16-8x16-dbuf] tests/kernels/test_sgemm.py::test_sgemm_gpu[256-256-256-cp_async-3-16-8x16-dbuf] \
+  tests/kernels/test_vector.py tests/pipeline \
   tests/kernels/test_wgmma_gemm.py::test_wgmma_gemm_gpu[default-1000x776x520-direct] \
   tests/kernels/test_wgmma_gemm.py::test_wgmma_gemm_gpu[default-1000x776x520-tma] \
   tests/kernels/test_wgmma_gemm.py::test_wgmma_gemm_gpu[bn256_c2_bt_s3-1000x776x520-tma]"

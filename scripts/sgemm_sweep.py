@@ -4,7 +4,7 @@ public ``sgemm`` does not take (``issue_after``; ``schedule`` it does). Configur
 
     python3 scripts/sgemm_sweep.py [--n 4096] [--reps 30] [--once NAME]
 
-``--once NAME`` runs one configuration once at n (for ``ncu -k regex:sgemm``)."""
+``--once NAME`` runs one configuration once at n (for ``ncu -k regex:sgemm``); ``--once cublas`` runs torch.mm."""
 
 from __future__ import annotations
 
@@ -84,6 +84,14 @@ def main():
     p.add_argument("--once")
     p.add_argument("--only", help="comma-separated names")
     args = p.parse_args()
+    if args.once == "cublas":                        # the yardstick, for ncu -k regex:gemm
+        import torch
+
+        ta, tb = (torch.randn(args.n, args.n, device="cuda") for _ in range(2))
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.mm(ta, tb)
+        torch.cuda.synchronize()
+        return
     if args.once:
         from numba import cuda
 
