@@ -61,9 +61,9 @@ def warm(variant_stages):
     import numpy as np
     from numba import cuda
     from asyncpipe.kernels.sgemm import sgemm
-    variant, stages, bk, tile = variant_stages
+    variant, stages, bk, tile, schedule = variant_stages
     a = cuda.to_device(np.ones((256, 256), np.float32))
-    kw = dict(variant=variant) if variant == "v4" else dict(stages=stages, bk=bk, tile=tile)
+    kw = dict(variant=variant) if variant == "v4" else dict(stages=stages, bk=bk, tile=tile, schedule=schedule)
     sgemm(a, a, cuda.device_array((256, 256), np.float32), **kw)
     return variant_stages
 import os
@@ -72,7 +72,7 @@ configs = sgemm_configs(range(2, 9))           # what the bench times (all stage
 if "tune" in os.environ.get("STEPS", ""):      # the tuner's candidates: every (stages, tile, bk)
     from asyncpipe.tune.kernels import tunable
     spec = tunable("sgemm")
-    configs += [("cp_async", kw["stages"], kw["bk"], kw["tile"]) for kw in map(spec.kernel_kw, spec.configs())]
+    configs += [("cp_async", kw["stages"], kw["bk"], kw["tile"], kw["schedule"]) for kw in map(spec.kernel_kw, spec.configs())]
 configs = list(dict.fromkeys(configs))
 with ProcessPoolExecutor(12) as pool:          # the slow ones (8 x 16: the longest compiles) first
     print(list(pool.map(warm, configs[::-1])))

@@ -512,7 +512,7 @@ def shared_bytes(stages: int, bk: int = BK) -> int:
 
 
 def sgemm(A, B, C=None, alpha=1.0, beta=0.0, stages=None, variant="cp_async", stream=0, bk=None, tile=None,
-          schedule=SCHEDULE):
+          schedule=None):
     """C = alpha * A @ B + beta * C for float32 row-major CUDA arrays (numba, CuPy, PyTorch...).
 
     ``C`` is allocated (and ``beta`` must be 0) when not given. Returns C as a numba device array
@@ -521,9 +521,9 @@ def sgemm(A, B, C=None, alpha=1.0, beta=0.0, stages=None, variant="cp_async", st
     ``"8x16"``: 128 threads of 8 x 16 outputs; ``schedule``, the main loop, ``"plain"`` as in the chapter or
     ``"dbuf"``: fragments double-buffered in registers, see ``sgemm_cp_async_dbuf``) or ``"v4"`` (``bk`` 8,
     ``tile`` "8x8", ``schedule`` "plain").
-    For ``cp_async``, what is left None (``stages``, ``tile``, ``bk``) comes from the tuner's fastest
-    measured configuration on this GPU and problem that agrees with what was given
-    (``python -m asyncpipe tune sgemm``), else from the chapter's: 3 stages, "8x8", 8. A repeated
+    For ``cp_async``, what is left None (``stages``, ``tile``, ``bk``, ``schedule``) comes from the tuner's
+    fastest measured configuration on this GPU and problem that agrees with what was given
+    (``python -m asyncpipe tune sgemm``), else from the chapter's: 3 stages, "8x8", 8, "plain". A repeated
     call with the same arrays and options reuses its launch plan (``asyncpipe.host.plans``): no
     checks, no argument handling.
     """
@@ -531,9 +531,10 @@ def sgemm(A, B, C=None, alpha=1.0, beta=0.0, stages=None, variant="cp_async", st
     from .checks import as_matrix
 
     c_given = C is not None
-    if variant == "cp_async" and None in (stages, tile, bk):
-        stages, tile, bk = _configuration(A, B, stages, tile, bk)
+    if variant == "cp_async" and None in (stages, tile, bk, schedule):
+        stages, tile, bk, schedule = _configuration(A, B, stages, tile, bk, schedule)
     tile, bk = TILE if tile is None else tile, BK if bk is None else bk
+    schedule = SCHEDULE if schedule is None else schedule
     if not c_given:
         a, b = as_matrix("sgemm", "A", A), as_matrix("sgemm", "B", B)
         C = cuda.device_array((a.shape[0], b.shape[1]), np.float32, stream=stream)
@@ -543,21 +544,22 @@ def sgemm(A, B, C=None, alpha=1.0, beta=0.0, stages=None, variant="cp_async", st
     return C if not c_given else as_matrix("sgemm", "C", C)
 
 
-CHAPTER_CONFIGURATION = {"stages": 3, "tile": TILE, "bk": BK}
+CHAPTER_CONFIGURATION = {"stages": 3, "tile": TILE, "bk": BK, "schedule": SCHEDULE}
 
 
-def _configuration(A, B, stages, tile, bk) -> tuple:
-    """(stages, tile, bk) with the ones not given filled from the tuner's cache (``sgemm``'s doc)."""
+def _configuration(A, B, stages, tile, bk, schedule=None) -> tuple:
+    """(stages, tile, bk, schedule) with the ones not given filled from the tuner's cache (``sgemm``'s doc)."""
     from ..host.plans import array_key
     from ..tune import cached_config
 
-    given = {k: v for k, v in (("stages", stages), ("tile", tile), ("bk", bk)) if v is not None}
+    given = {k: v for k, v in (("stages", stages), ("tile", tile), ("bk", bk), ("schedule", schedule))
+             if v is not None}
     ka, kb = array_key(A), array_key(B)
     tuned = None
     if ka is not None and kb is not None and len(ka[1]) == len(kb[1]) == 2:
         tuned = cached_config("sgemm", (ka[1][0], kb[1][1], ka[1][1]), **given)
     chosen = CHAPTER_CONFIGURATION | ({**tuned.kw, "stages": tuned.stages} if tuned else {}) | given
-    return chosen["stages"], chosen["tile"], chosen["bk"]
+    return chosen["stages"], chosen["tile"], chosen["bk"], chosen["schedule"]
 
 
 _plans = PlanCache()

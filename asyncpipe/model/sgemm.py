@@ -74,16 +74,18 @@ class SgemmTile:
 CHAPTER_TILE = SgemmTile()
 
 
-def kernel_tile(tile: str = "8x8", bk: int = 8) -> SgemmTile:
-    """The model's view of ``asyncpipe.kernels.sgemm``'s cp.async kernel with thread tile ``tile``
-    and stage depth ``bk`` (``sgemm(tile=..., bk=...)``): threads and the register cap from the
-    kernel's own tables, the same 128 x 128 CTA tile."""
+def kernel_tile(tile: str = "8x8", bk: int = 8, schedule: str = "plain") -> SgemmTile:
+    """The model's view of ``asyncpipe.kernels.sgemm``'s cp.async kernel with thread tile ``tile``,
+    stage depth ``bk`` and main loop ``schedule`` (``sgemm(tile=..., bk=..., schedule=...)``): threads and
+    the register cap from the kernel's own tables, the same 128 x 128 CTA tile. The schedule changes only
+    the register cap (the model has no term for where the loop's shared-memory reads sit)."""
     from ..kernels import sgemm as kernels
 
     check(tile in kernels.TILES, API, f"tile must be one of {tuple(kernels.TILES)}", repr(tile))
     check(bk in kernels.BKS, API, f"bk must be one of {kernels.BKS}", repr(bk))
+    check(schedule in kernels.SCHEDULES, API, f"schedule must be one of {kernels.SCHEDULES}", repr(schedule))
     t = kernels.TILES[tile]
-    bounds = kernels.launch_bounds(False, bk, tile)
+    bounds = kernels.launch_bounds(False, bk, tile, schedule)
     if len(bounds) > 1:                       # (threads, CTAs per SM): the most registers a thread may take
         registers = min(255, 65536 // (t.threads * bounds[1]))
     else:                                     # the chapter's tile at bk 8, uncapped: ptxas takes 128

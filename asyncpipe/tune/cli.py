@@ -27,6 +27,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--stages", type=int, nargs="+", help="candidate stage counts (default: all the kernel accepts)")
     p.add_argument("--tile", nargs="+", help="sgemm: candidate thread tiles (default: all, 8x8 and 8x16)")
     p.add_argument("--bk", type=int, nargs="+", help="sgemm: candidate stage depths (default: all, 8 and 16)")
+    p.add_argument("--schedule", nargs="+", help="sgemm: candidate main loops (default: all, plain and dbuf)")
     p.add_argument("--margin", type=float, default=0.10,
                    help="prune candidates predicted more than this fraction slower than the best (default 0.10)")
     p.add_argument("--rounds", type=int, default=3, help="timing rounds, round-robin over candidates (default 3)")
@@ -44,12 +45,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _option_sets(spec, args) -> list[dict] | None:
-    """The kernel's option sets that ``--tile`` and ``--bk`` leave in (None: all of them)."""
-    if not args.tile and not args.bk:
+    """The kernel's option sets that ``--tile``, ``--bk`` and ``--schedule`` leave in (None: all of them)."""
+    wanted = {"tile": args.tile, "bk": args.bk, "schedule": args.schedule}
+    if not any(wanted.values()):
         return None
     from ..errors import check
 
-    wanted = {"tile": args.tile, "bk": args.bk}
     for k, values in wanted.items():
         known = tuple(dict.fromkeys({**spec.defaults, **o}[k] for o in spec.option_sets))
         for v in values or ():

@@ -41,8 +41,8 @@ def _registers(kernels_module, config: Config) -> int | None:
     kw = tunable("sgemm").kernel_kw(config)
     try:
         for key, disp in kernels_module._kernels.items():    # (variant, stages, vec_a, vec_b, edges, bk, tile, ..., schedule)
-            if key[0] == "cp_async" and (key[1], key[5], key[6]) == (kw["stages"], kw["bk"], kw["tile"]) and \
-                    key[-1] == kernels_module.SCHEDULE:           # the tuner times the default schedule
+            if key[0] == "cp_async" and (key[1], key[5], key[6], key[-1]) == (kw["stages"], kw["bk"], kw["tile"],
+                                                                       kw["schedule"]):
                 regs = disp.get_regs_per_thread()
                 found += list(regs.values()) if isinstance(regs, dict) else [regs]
     except Exception:  # noqa: BLE001

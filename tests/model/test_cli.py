@@ -66,9 +66,12 @@ def test_tune_predict_only(capsys, tmp_path):
     assert "predicted ms" in out and "<- model's pick" in out
     d = json.loads(js.read_text())
     assert d["measured"] is False
-    # every stage count of every (tile, bk) sgemm() takes, the chapter's tile first
+    # every stage count of every (tile, bk) sgemm() takes, the chapter's tile first, then the 8 x 16 tile's
+    # "dbuf" schedule
     assert [(r["stages"], r["options"]) for r in d["rows"]] == [
-        (s, o) for o in ({}, {"bk": 16}, {"tile": "8x16"}, {"tile": "8x16", "bk": 16}) for s in range(2, 9)]
+        (s, o) for o in ({}, {"bk": 16}, {"tile": "8x16"}, {"tile": "8x16", "bk": 16},
+                         {"tile": "8x16", "schedule": "dbuf"}, {"tile": "8x16", "bk": 16, "schedule": "dbuf"})
+        for s in range(2, 9)]
     # 16-deep stages: 8 of them (128 KiB) leave room for one CTA per SM only
     eight = next(r for r in d["rows"] if r["stages"] == 8 and r["options"] == {"bk": 16})
     assert eight["ctas_per_sm"] == 1 and eight["limited_by"] == "shared memory"
@@ -80,14 +83,21 @@ def test_tune_tile_and_bk_narrow_the_search(capsys, tmp_path):
                  "--tile", "8x8", "--bk", "8", "--json", str(js)]) == 0
     assert [(r["stages"], r["options"]) for r in json.loads(js.read_text())["rows"]] == [(s, {}) for s in range(2, 9)]
     assert main(["tune", "sgemm", "--m", "4096", "--n", "4096", "--k", "4096", "--predict-only", "--gpu", "H200",
-                 "--tile", "8x16", "--stages", "3", "--json", str(js)]) == 0
+                 "--tile", "8x16", "--stages", "3", "--schedule", "plain", "--json", str(js)]) == 0
     rows = json.loads(js.read_text())["rows"]
     assert [(r["stages"], r["options"]) for r in rows] == [(3, {"tile": "8x16"}), (3, {"tile": "8x16", "bk": 16})]
     assert "3 bk=16 tile=8x16" in capsys.readouterr().out
+    assert main(["tune", "sgemm", "--m", "4096", "--n", "4096", "--k", "4096", "--predict-only", "--gpu", "H200",
+                 "--bk", "16", "--schedule", "dbuf", "--stages", "3", "--json", str(js)]) == 0
+    rows = json.loads(js.read_text())["rows"]
+    assert [(r["stages"], r["options"]) for r in rows] == [(3, {"tile": "8x16", "bk": 16, "schedule": "dbuf"})]
+    assert "3 bk=16 schedule=dbuf tile=8x16" in capsys.readouterr().out
     assert main(["tune", "sgemm", "--m", "64", "--n", "64", "--k", "64", "--predict-only", "--tile", "16x16"]) == 2
     assert "error: tune sgemm: --tile values must be among ('8x8', '8x16'), got '16x16'" in capsys.readouterr().err
     assert main(["tune", "sgemm", "--m", "64", "--n", "64", "--k", "64", "--predict-only", "--bk", "12"]) == 2
     assert "error: tune sgemm: --bk values must be among (8, 16), got 12" in capsys.readouterr().err
+    assert main(["tune", "sgemm", "--m", "64", "--n", "64", "--k", "64", "--predict-only", "--schedule", "triple"]) == 2
+    assert "error: tune sgemm: --schedule values must be among ('plain', 'dbuf'), got 'triple'" in capsys.readouterr().err
 
 
 def test_tune_without_a_gpu_says_so(capsys, monkeypatch, tmp_path, no_gpu):

@@ -199,7 +199,8 @@ def test_the_gpu_side_refuses_without_a_gpu(no_gpu):
     (lambda: tune("sgemm", P, gpu=GPU, limits=H200, margin=-0.1), "tune: margin must be >= 0"),
     (lambda: tune("sgemm", P, gpu=GPU, limits=H200, options=[{"tile": "16x16"}]),
      "tune: options must be a non-empty list of the kernel's option sets [{}, {'bk': 16}, {'tile': '8x16'}, "
-     "{'tile': '8x16', 'bk': 16}], got [{'tile': '16x16'}]"),
+     "{'tile': '8x16', 'bk': 16}, {'tile': '8x16', 'schedule': 'dbuf'}, {'tile': '8x16', 'bk': 16, 'schedule': 'dbuf'}], "
+     "got [{'tile': '16x16'}]"),
     (lambda: tune("sgemm", P, gpu=GPU, limits=H200, options=[]), "tune: options must be a non-empty list"),
     (lambda: tune("sgemm", P, gpu=GPU, limits=H200, check=Fake().check, time=Fake().time, rounds=0,
                   use_cache=False), "tune: rounds must be an integer >= 1, got 0"),
@@ -216,12 +217,13 @@ TILE16 = Config.of(3, tile="8x16", bk=16)
 
 
 def test_the_whole_space_is_searched_and_the_fastest_configuration_wins(tmp_path):
-    """By default every (tile, bk) sgemm() takes is a candidate beside every stage count."""
-    ms = MS | {c: 3.40 for c in (Config.of(s, **o) for o in ({"bk": 16}, {"tile": "8x16"}, {"tile": "8x16", "bk": 16})
-                                  for s in range(2, 9))} | {TILE16: 3.18}
+    """By default every (tile, bk, schedule) the tuner knows is a candidate beside every stage count."""
+    others = ({"bk": 16}, {"tile": "8x16"}, {"tile": "8x16", "bk": 16}, {"tile": "8x16", "schedule": "dbuf"},
+              {"tile": "8x16", "bk": 16, "schedule": "dbuf"})
+    ms = MS | {c: 3.40 for c in (Config.of(s, **o) for o in others for s in range(2, 9))} | {TILE16: 3.18}
     fake = Fake(ms=ms)
     res = run(fake, tmp_path, options=None)
-    assert len(res.rows) == 28 and len([c for c in fake.calls if c[0] == "check"]) == 28
+    assert len(res.rows) == 42 and len([c for c in fake.calls if c[0] == "check"]) == 42
     assert res.best == TILE16 and res.best.label() == "3 bk=16 tile=8x16"
     assert res.checks()["measured_top2"] == ["3 bk=16 tile=8x16", "3"]
     line = next(l for l in res.table().splitlines() if l.startswith("3 bk=16 tile=8x16 "))
@@ -270,9 +272,13 @@ def test_sgemm_fills_what_is_not_given_from_the_tuners_cache(monkeypatch):
             self.__cuda_array_interface__ = {"data": (0, False), "shape": shape, "typestr": "<f4", "version": 3}
 
     a, b = Described(64, 32), Described(32, 48)
-    assert S._configuration(a, b, None, None, None) == (3, "8x16", 16)
+    assert S._configuration(a, b, None, None, None) == (3, "8x16", 16, "plain")
     assert asked[-1] == ("sgemm", (64, 48, 32), {})
-    assert S._configuration(a, b, 3, None, None) == (3, "8x16", 16)
-    assert S._configuration(a, b, None, "8x8", None) == (3, "8x8", 8)       # nothing cached: the chapter's
+    assert S._configuration(a, b, 3, None, None) == (3, "8x16", 16, "plain")
+    assert S._configuration(a, b, None, "8x8", None) == (3, "8x8", 8, "plain")       # nothing cached: the chapter's
     assert asked[-1][2] == {"tile": "8x8"}
-    assert S._configuration(a, b, 5, None, 8) == (5, "8x8", 8)
+    assert S._configuration(a, b, 5, None, 8) == (5, "8x8", 8, "plain")
+    dbuf = Config.of(4, tile="8x16", bk=16, schedule="dbuf")
+    monkeypatch.setattr(T, "cached_config", lambda kernel, problem, **fixed: dbuf)
+    assert S._configuration(a, b, None, None, None) == (4, "8x16", 16, "dbuf")
+    assert S._configuration(a, b, None, None, None, "plain") == (4, "8x16", 16, "plain")   # given wins
