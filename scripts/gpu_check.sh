@@ -68,11 +68,17 @@ def warm(variant_stages):
     return variant_stages
 import os
 from asyncpipe.bench import sgemm_configs
-configs = sgemm_configs(range(2, 9))           # what the bench times (all stage counts: the tuner's default tile)
-if "tune" in os.environ.get("STEPS", ""):      # the tuner's candidates: every (stages, tile, bk)
+configs = sgemm_configs() if "bench" in os.environ.get("STEPS", "") else []    # what the bench times
+if "tune" in os.environ.get("STEPS", ""):      # the tuner's candidates, as TUNE_ARGS narrows them
+    import argparse, shlex
+    from asyncpipe.tune.cli import _option_sets, add_arguments
     from asyncpipe.tune.kernels import tunable
+    p = argparse.ArgumentParser()
+    add_arguments(p)
+    args = p.parse_args(["sgemm", "--m", "1", "--n", "1", "--k", "1", *shlex.split(os.environ.get("TUNE_ARGS", ""))])
     spec = tunable("sgemm")
-    configs += [("cp_async", kw["stages"], kw["bk"], kw["tile"], kw["schedule"]) for kw in map(spec.kernel_kw, spec.configs())]
+    configs += [("cp_async", kw["stages"], kw["bk"], kw["tile"], kw["schedule"])
+                for kw in map(spec.kernel_kw, spec.configs(args.stages, _option_sets(spec, args)))]
 configs = list(dict.fromkeys(configs))
 with ProcessPoolExecutor(12) as pool:          # the slow ones (8 x 16: the longest compiles) first
     print(list(pool.map(warm, configs[::-1])))

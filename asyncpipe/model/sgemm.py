@@ -4,8 +4,11 @@ A CTA computes one 128 x 128 tile of C over ``ceil(K / 8)`` k-tiles; each k-tile
 128 x 8 and B's 8 x 128, 8 KB) and one compute (128 * 128 * 8 FMAs by 256 threads). The grid runs
 in waves of ``CTAs per SM x SMs``; the CTAs resident on one SM share its FMA units, so each
 computes ``r`` times slower when ``r`` are resident (they run in step), which also gives each
-load r times longer to hide behind. One wave takes the cp.async timeline of one CTA with that
-slower compute; the kernel takes its waves one after the other.
+load r times longer to hide behind. The FMA units run at their full rate only with enough warps
+on each of the SM's four schedulers to cover one another's stalls (``warps_to_fill``); with fewer
+the compute stretches by ``warps_to_fill / warps``: the 8 x 16 tile's lone CTA of four warps, one
+per scheduler, when 8 stages leave room for one CTA per SM. One wave takes the cp.async timeline
+of one CTA with that slower compute; the kernel takes its waves one after the other.
 
 Calibration (:class:`SgemmCalibration`): the effective load latency and a tile's compute time in
 nanoseconds, for one CTA alone on an SM. The defaults are :func:`calibrate` applied to the
@@ -93,16 +96,26 @@ def kernel_tile(tile: str = "8x8", bk: int = 8, schedule: str = "plain") -> Sgem
     return SgemmTile(kernels.BM, kernels.BN, bk, t.tm, t.tn, registers=registers)
 
 
+SCHEDULERS_PER_SM = 4                     # warp schedulers of an SM (sm_70 on)
+
+
 @dataclass(frozen=True)
 class SgemmCalibration:
     """The model's two constants for the SGEMM, in nanoseconds (see the module doc), and the
-    optional ones: ``issue_ns`` per tile's loads, ``sm_bytes_per_ns`` (None: unlimited)."""
+    optional ones: ``issue_ns`` per tile's loads, ``sm_bytes_per_ns`` (None: unlimited), and
+    ``warps_to_fill``, the warps per scheduler the FMA units need to run at their full rate.
+
+    The default ``warps_to_fill`` is :func:`calibrate` on asyncpipe's 8 x 16 tile at bk 16, plain loop, on the
+    H200 (the tuner at 11b23e1, bench/h200.md): 2 to 7 stages, two CTAs per SM (2 warps a scheduler),
+    3.171-3.196 ms; 8 stages, one (1 warp a scheduler), 4.074 ms. The chapter's kernels, which run 2 or 4
+    warps a scheduler, cannot tell it."""
 
     load_latency_ns: float = 1712.3
     compute_ns: float = 805.5
     issue_ns: float = 0.0
     sm_bytes_per_ns: float | None = None
     source: str = "fit to the chapter's nvcc SGEMM, H200, n=4096, stages 2-6 (2026-11-29)"
+    warps_to_fill: float = 1.28
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -138,10 +151,20 @@ def _problem(api: str, problem) -> tuple[int, int, int]:
     return m, n, k
 
 
+def stretch(resident: int, tile: SgemmTile, warps_to_fill: float):
+    """How much slower the SM computes with ``resident`` CTAs of ``tile`` than with enough warps
+    (``SgemmCalibration.warps_to_fill``): 1 when each scheduler has that many, else the ratio."""
+    import numpy as np
+
+    warps = resident * tile.threads / 32 / SCHEDULERS_PER_SM
+    return np.maximum(1.0, np.asarray(warps_to_fill) / warps) if not np.isscalar(warps_to_fill) else \
+        max(1.0, warps_to_fill / warps)
+
+
 def cta_time(tiles: int, stages: int, cal: SgemmCalibration, resident: int, tile: SgemmTile = CHAPTER_TILE) -> float:
     """One CTA's time over ``tiles`` k-tiles with ``resident`` CTAs sharing its SM (closed form
     when there is no issue cost and no bandwidth limit, the event model otherwise)."""
-    compute = cal.compute_ns * tile.work * resident
+    compute = cal.compute_ns * tile.work * resident * stretch(resident, tile, cal.warps_to_fill)
     if cal.issue_ns == 0 and cal.sm_bytes_per_ns is None:
         return cp_async_closed_form(tiles, stages, cal.load_latency_ns, compute)
     return cp_async_timeline(tiles, stages, cal.load_latency_ns, compute, issue_cost=cal.issue_ns,
@@ -203,14 +226,14 @@ def calibrate(measured_ms: dict, problem, lim: DeviceLimits, tile: SgemmTile = C
     plans = {p: _plan(problem, p[0], lim, p[1], regs.get(p, registers if isinstance(registers, int) else None))
              for p in pts}
 
-    def loss(lat, comp):                     # arrays of the grid's shape; cp_async_closed_form, vectorised
+    def loss(lat, comp, fill):               # arrays of the grid's shape; cp_async_closed_form, vectorised
         err = 0.0
         for (s, t), ms in pts.items():
             k = plans[s, t].tiles - 1
             q, r_ = divmod(k, s - 1)
             total = 0.0
             for n, r in plans[s, t].waves:
-                c = comp * t.work * r
+                c = comp * t.work * r * stretch(r, t, fill)
                 total = total + n * (np.maximum(lat + k * c, lat * (1 + q) + r_ * c) + c)
             err = err + np.log(total * 1e-6 / ms) ** 2
         return err
@@ -218,18 +241,39 @@ def calibrate(measured_ms: dict, problem, lim: DeviceLimits, tile: SgemmTile = C
     # start from the compute-bound reading of the fastest point: compute ~ time / (tiles x waves x r)
     s0 = min(pts, key=pts.get)
     comp0 = pts[s0] * 1e6 / sum(n * r * plans[s0].tiles * s0[1].work for n, r in plans[s0].waves)
-    lat_lo, lat_hi, comp_lo, comp_hi = 1.0, 100 * comp0 * plans[s0].occupancy.ctas_per_sm, comp0 / 4, comp0 * 2
-    for step in range(5):                    # a fine first grid (the loss has narrow valleys), then zoom
-        lats = np.geomspace(lat_lo, lat_hi, 601 if step == 0 else 61)
-        comps = np.geomspace(comp_lo, comp_hi, 201 if step == 0 else 61)
-        L, C = np.meshgrid(lats, comps)
-        e = loss(L, C)
-        i = np.flatnonzero(e <= e.min() + 1e-12)
-        best = min(i, key=lambda j: (L.flat[j], C.flat[j]))      # the smallest latency among the best
-        lat, comp = float(L.flat[best]), float(C.flat[best])
-        lat_lo, lat_hi = max(lat / 1.5, 1e-3), lat * 1.5
-        comp_lo, comp_hi = comp / 1.2, comp * 1.2
-    return SgemmCalibration(round(lat, 1), round(comp, 1), source=source)
+
+    def fit(fill, first=(601, 201)):        # (error, latency, compute) for one warps_to_fill
+        lat_lo, lat_hi, comp_lo, comp_hi = 1.0, 100 * comp0 * plans[s0].occupancy.ctas_per_sm, comp0 / 4, comp0 * 2
+        for step in range(5):                # a fine first grid (the loss has narrow valleys), then zoom
+            lats = np.geomspace(lat_lo, lat_hi, first[0] if step == 0 else 61)
+            comps = np.geomspace(comp_lo, comp_hi, first[1] if step == 0 else 61)
+            L, C = np.meshgrid(lats, comps)
+            e = loss(L, C, fill)
+            i = np.flatnonzero(e <= e.min() + 1e-12)
+            best = min(i, key=lambda j: (L.flat[j], C.flat[j]))      # the smallest latency among the best
+            lat, comp = float(L.flat[best]), float(C.flat[best])
+            lat_lo, lat_hi = max(lat / 1.5, 1e-3), lat * 1.5
+            comp_lo, comp_hi = comp / 1.2, comp * 1.2
+        return float(e.flat[best]), lat, comp
+
+    # warps_to_fill: fitted only when some measured point ran with fewer warps a scheduler than others (else
+    # the measurements cannot tell it): a coarse scan from 1 warp, then a finer one around the best. Where
+    # the default fits as well as the best (points that cannot tell values apart), the default stays.
+    warps = {r * t.threads / 32 / SCHEDULERS_PER_SM for (_, t), plan in plans.items() for _, r in plan.waves}
+    fill = default_fill = SgemmCalibration.warps_to_fill
+    if len(warps) > 1:
+        def best_of(fills):
+            errs = {float(f): fit(f, (151, 51))[0] for f in fills} | {default_fill: fit(default_fill, (151, 51))[0]}
+            low = min(errs.values())
+            tied = [f for f, e in errs.items() if e <= low + 1e-9]
+            return default_fill if default_fill in tied else min(tied)
+
+        step = (max(warps) - 1.0) / 20
+        f0 = best_of(np.round(np.linspace(1.0, max(warps), 21), 3))
+        if f0 != default_fill:
+            fill = best_of(np.round(np.linspace(max(1.0, f0 - step), f0 + step, 21), 3))
+    _, lat, comp = fit(fill)
+    return SgemmCalibration(round(lat, 1), round(comp, 1), source=source, warps_to_fill=round(fill, 2))
 
 
 def compiled_footprint(stages: int, tile: SgemmTile = CHAPTER_TILE, **kernel_kw) -> Footprint:

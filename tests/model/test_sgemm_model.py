@@ -91,6 +91,33 @@ def test_the_kernels_other_tiles():
     assert (p8.ctas_per_sm, p8.limited_by) == (1, "shared memory")          # 8 x 16 KiB: one CTA per SM
 
 
+def test_one_warp_a_scheduler_computes_slower():
+    """The 8 x 16 tile at bk 16 and 8 stages (128 KiB) runs one CTA of four warps per SM: one warp a
+    scheduler. On the H200 that was 28 % slower than 7 stages (two CTAs); the model says so through
+    warps_to_fill, and not for the chapter's tile (two warps a scheduler even alone)."""
+    t = M.kernel_tile("8x16", 16)
+    p7, p8 = (M.predict(N4096, s, H200, tile=t) for s in (7, 8))
+    assert (p7.ctas_per_sm, p8.ctas_per_sm) == (2, 1)
+    assert 1.2 < p8.time_ms / p7.time_ms < 1.4
+    assert M.stretch(1, t, 1.28) == pytest.approx(1.28) and M.stretch(2, t, 1.28) == 1.0
+    assert M.stretch(1, M.CHAPTER_TILE, 1.28) == 1.0
+    no_fill = M.SgemmCalibration(warps_to_fill=1.0)
+    assert M.predict(N4096, 8, H200, no_fill, t).time_ms < 1.01 * M.predict(N4096, 7, H200, no_fill, t).time_ms
+
+
+def test_calibrate_fits_warps_to_fill_when_the_points_tell_it():
+    t = M.kernel_tile("8x16", 16)
+    truth = M.SgemmCalibration(2500.0, 600.0, warps_to_fill=1.5)
+    ms = {(s, t): M.predict(N4096, s, H200, truth, t).time_ms for s in range(2, 9)}
+    fit = M.calibrate(ms, N4096, H200)
+    assert fit.warps_to_fill == pytest.approx(1.5, abs=0.03)
+    for (s, _), v in ms.items():
+        assert M.predict(N4096, s, H200, fit, t).time_ms == pytest.approx(v, rel=0.01)
+    # every point at two warps a scheduler or more: nothing to fit, the default stays
+    same = {s: M.predict(N4096, s, H200, truth).time_ms for s in range(2, 7)}
+    assert M.calibrate(same, N4096, H200).warps_to_fill == M.SgemmCalibration.warps_to_fill
+
+
 def test_calibrate_over_several_tiles():
     truth = M.SgemmCalibration(2500.0, 600.0)
     problem = (2048, 4096, 2048)
