@@ -2,7 +2,7 @@
 # The one command for the GPU machine: installs the carried wheels, runs the GPU test suite,
 # compute-sanitizer over it, and the benchmarks (with the chapter's nvcc programs as yardsticks), and prints a short
 # table last. Run from the repository root, through the device tool:
-#   run(command="bash scripts/gpu_check.sh", carry=[".whl", ".ref"])
+#   run(command="COMMIT=<sha of this tree> bash scripts/gpu_check.sh", carry=[".whl", ".ref"])
 # .whl holds numpy 2.4 (the image's numpy 2.5 breaks numba-cuda 0.30.4) and pytest; .ref is an
 # ignored copy of ../shared/reference (the yardstick programs; never committed).
 # Environment: STEPS (default "tests sanitizer bench"; add "tune" for the tuner's table (TUNE_ARGS), "sweep" for
@@ -25,7 +25,14 @@ row() { printf '%-28s %s\n' "$1" "$2" | tee -a "$SUMMARY"; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee "$OUT/gpu.txt"
 python3 -c "import numpy, numba, numba.cuda as c; print('numpy', numpy.__version__, 'numba-cuda', c.__version__ if hasattr(c,'__version__') else '?')"
 row "gpu" "$(head -1 "$OUT/gpu.txt")"
-row "date / commit" "$(date -u +%F) ${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
+# COMMIT: the commit of the tree that runs, from the caller's checkout. The device's own git copy can lag
+# behind the tree it was handed (it named an older commit twice), so it is never asked: without COMMIT
+# the records say "unknown" rather than a wrong commit.
+if [ -z "${COMMIT:-}" ]; then
+  echo "warning: COMMIT is not set (COMMIT=\$(git rev-parse --short HEAD) bash scripts/gpu_check.sh, computed where the tree was committed); records will say 'unknown'"
+fi
+export COMMIT=${COMMIT:-unknown}
+row "date / commit" "$(date -u +%F) $COMMIT"
 
 # compute-sanitizer: each tool over every primitive's GPU tests and the chapter kernels at small
 # sizes (one process per test file; the benchmarks' sizes are not sanitized). The three tools run in

@@ -236,7 +236,7 @@ def test_sgemm_from_other_libraries(rng):
     (dict(schedule="triple"), "schedule (the main loop) must be one of ('plain', 'dbuf') for cp_async, 'plain' for v4"),
     (dict(schedule="dbuf", variant="v4"),
      "schedule (the main loop) must be one of ('plain', 'dbuf') for cp_async, 'plain' for v4"),
-    (dict(schedule=None), "schedule (the main loop) must be one of ('plain', 'dbuf') for cp_async, 'plain' for v4"),
+    (dict(schedule=("dbuf",)), "schedule (the main loop) must be one of ('plain', 'dbuf') for cp_async, 'plain' for v4"),
 ])
 def test_sgemm_bad_input(bad, rule):
     def dev(spec):
