@@ -7,7 +7,9 @@
 # ignored copy of ../shared/reference (the yardstick programs; never committed).
 # Environment: STEPS (default "tests sanitizer bench"; add "tune" for the tuner's table (TUNE_ARGS), "sweep" for
 # scripts/sgemm_sweep.py, "profile" for scripts/profile_sgemm.sh over PROFILE (sweep names)), PYTEST_ARGS, JOBS, SANITIZER_TOOLS, SANITIZER_TESTS,
-# PYTEST_K (a -k expression), SAN_JOBS, SANITIZER_LIMIT (seconds), TEST_TIMEOUT (seconds per test), BENCH_ARGS, COMMIT.
+# PYTEST_K (a -k expression), SAN_JOBS, SAN_SPLIT ("file": one sanitizer process per test file, the default; "test":
+# one per test, for files whose kernels take long to compile), SANITIZER_LIMIT (seconds), TEST_TIMEOUT (seconds per
+# test), BENCH_ARGS, COMMIT (the commit of the tree; the device's git copy is not asked).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/asyncpipe-out}; mkdir -p "$OUT"
@@ -52,7 +54,7 @@ declare -A SAN_T0
 if [[ $STEPS == *sanitizer* ]]; then
   for tool in ${SANITIZER_TOOLS:-memcheck racecheck synccheck}; do
     SAN_T0[$tool]=$(date +%s)
-    timeout "${SANITIZER_LIMIT:-600}" python3 scripts/run_isolated.py -j "$SAN_JOBS" --per-file --timeout 500 \
+    timeout "${SANITIZER_LIMIT:-600}" python3 scripts/run_isolated.py -j "$SAN_JOBS" $( [ "${SAN_SPLIT:-file}" = file ] && echo --per-file ) --timeout 500 \
       --log "$OUT/sanitizer_${tool}_failures.log" \
       --wrap "compute-sanitizer --tool $tool --error-exitcode 99 --print-limit 10" \
       -m "gpu or hopper" ${SANITIZER_TESTS:-$SANITIZER_DEFAULT} > "$OUT/sanitizer_$tool.log" 2>&1 &
