@@ -80,14 +80,14 @@ from asyncpipe.bench import sgemm_configs
 configs = sgemm_configs() if "bench" in os.environ.get("STEPS", "") else []    # what the bench times
 if "tune" in os.environ.get("STEPS", ""):      # the tuner's candidates, as TUNE_ARGS narrows them
     import argparse, shlex
-    from asyncpipe.tune.cli import _option_sets, add_arguments
+    from asyncpipe.tune.cli import narrowed_option_sets, add_arguments
     from asyncpipe.tune.kernels import tunable
     p = argparse.ArgumentParser()
     add_arguments(p)
     args = p.parse_args(["sgemm", "--m", "1", "--n", "1", "--k", "1", *shlex.split(os.environ.get("TUNE_ARGS", ""))])
     spec = tunable("sgemm")
     configs += [("cp_async", kw["stages"], kw["bk"], kw["tile"], kw["schedule"])
-                for kw in map(spec.kernel_kw, spec.configs(args.stages, _option_sets(spec, args)))]
+                for kw in map(spec.kernel_kw, spec.configs(args.stages, narrowed_option_sets(spec, args)))]
 configs = list(dict.fromkeys(configs))
 with ProcessPoolExecutor(12) as pool:          # the slow ones (8 x 16: the longest compiles) first
     print(list(pool.map(warm, configs[::-1])))

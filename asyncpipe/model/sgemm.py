@@ -151,14 +151,11 @@ def _problem(api: str, problem) -> tuple[int, int, int]:
     return m, n, k
 
 
-def stretch(resident: int, tile: SgemmTile, warps_to_fill: float):
+def stretch(resident: int, tile: SgemmTile, warps_to_fill: float) -> float:
     """How much slower the SM computes with ``resident`` CTAs of ``tile`` than with enough warps
     (``SgemmCalibration.warps_to_fill``): 1 when each scheduler has that many, else the ratio."""
-    import numpy as np
-
     warps = resident * tile.threads / 32 / SCHEDULERS_PER_SM
-    return np.maximum(1.0, np.asarray(warps_to_fill) / warps) if not np.isscalar(warps_to_fill) else \
-        max(1.0, warps_to_fill / warps)
+    return max(1.0, warps_to_fill / warps)
 
 
 def cta_time(tiles: int, stages: int, cal: SgemmCalibration, resident: int, tile: SgemmTile = CHAPTER_TILE) -> float:

@@ -44,7 +44,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", metavar="PATH", help="write the whole run here as JSON")
 
 
-def _option_sets(spec, args) -> list[dict] | None:
+def narrowed_option_sets(spec, args) -> list[dict] | None:
     """The kernel's option sets that ``--tile``, ``--bk`` and ``--schedule`` leave in (None: all of them)."""
     wanted = {"tile": args.tile, "bk": args.bk, "schedule": args.schedule}
     if not any(wanted.values()):
@@ -76,7 +76,8 @@ def run(args) -> int:
         cal = replace(cal, compute_ns=args.compute_ns, source="command line")
     why_not = None
     try:
-        common = dict(calibration=cal, candidates=args.stages, margin=args.margin, options=_option_sets(spec, args))
+        common = dict(calibration=cal, candidates=args.stages, margin=args.margin,
+                      options=narrowed_option_sets(spec, args))
         if args.predict_only:
             lim = pick_limits(args.gpu)
             res = tune(args.kernel, problem, gpu=lim.name, limits=lim, **common)
