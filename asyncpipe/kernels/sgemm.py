@@ -40,7 +40,7 @@ from .. import ptx
 from ..errors import check
 from ..host.plans import PlanCache
 from ..jit_cache import jit
-from .unroll import registers, unroll, unrolled
+from .unroll import kernel_part, registers, splice, unroll, unrolled
 from .vector import load_x4, store_x4
 
 BM, BN, BK, TM, TN = 128, 128, 8, 8, 8
@@ -121,18 +121,13 @@ def launch_bounds(edges: bool, bk: int = 8, tile: str = TILE, schedule: str = SC
     return LAUNCH_BOUNDS_BK16 if bk == 16 else LAUNCH_BOUNDS
 
 
-def sgemm_cp_async(M, N, K, alpha, A, B, beta, C):
-    smem = cuda.shared.array(0, float32)              # STAGES x (A tile | B tile), dynamic
-    tid = cuda.threadIdx.x
-    thread_col = tid % (BN // TN)
-    thread_row = tid // (BN // TN)
-    # this thread's rows of C: row_base + i * RI (RI = 1: thread_row * TM + i, the chapter's); columns
-    # thread_col * 4 + (j // 4) * COL_STEP + j % 4: runs of 4, COL_STEP apart
-    row_base = (thread_row // RI) * (RI * TM) + thread_row % RI
-    row0 = cuda.blockIdx.y * BM
-    col0 = cuda.blockIdx.x * BN
-    num_tiles = (K + BK - 1) // BK
-
+# ---- the pieces both cp.async kernels share, pasted into each by ``splice`` (``asyncpipe.kernels.unroll``): a
+# part is the kernel's own code, reading and writing its variables (smem, tid, row0, col0, num_tiles, acc, ...)
+@kernel_part
+def ring_copies():
+    """``issue`` (the copies of one tile), the prologue (tiles 0 .. AHEAD-1 in flight, one commit group each)
+    and ``issue_next`` (an iteration's copies: tile kt + AHEAD). AHEAD is STAGES-1 in the chapter's loop; the
+    dbuf loop's copies may run one tile further (see sgemm_cp_async_dbuf)."""
     # Element e of a row-major tile sits at row e // width, column e % width; each thread copies
     # VEC_A (VEC_B) consecutive elements of A (B) per step: 16 bytes when the matrix's rows allow it.
     # Outside the matrix a copy reads 0 bytes (zero fill) from element 0. In the interior the global
@@ -165,20 +160,49 @@ def sgemm_cp_async(M, N, K, alpha, A, B, beta, C):
     v = tid * 4
     a_src = (row0 + v // BK) * K + v % BK
     b_src = (v // BN) * N + col0 + v % BN
-    # ---- prologue: tiles 0 .. STAGES-2 in flight, one group each --------------------------------
-    for s in range(STAGES - 1):
+    # ---- prologue: tiles 0 .. AHEAD-1 in flight, one group each --------------------------------
+    for s in range(AHEAD):
         if s < num_tiles:
             issue(s * TILE_FLOATS, s, a_src, b_src)
         ptx.cp_async_commit_group()
         a_src += BK
         b_src += BK * N
 
-    def issue_next(kt, write, a_src, b_src):          # tile kt + STAGES - 1, then the next copies' offsets
-        nxt = kt + STAGES - 1
+    def issue_next(kt, write, a_src, b_src):          # tile kt + AHEAD into stage `write`, then the next offsets
+        nxt = kt + AHEAD
         if nxt < num_tiles:
-            issue(write, nxt, a_src, b_src)           # overwrites the buffer of tile kt-1
+            issue(write, nxt, a_src, b_src)
         ptx.cp_async_commit_group()                   # even when empty: keeps group counts aligned
         return a_src + BK, b_src + BK * N
+
+
+@kernel_part
+def store_c():
+    """The epilogue: C = alpha * acc + beta * C over this thread's rows and columns, predicated at the edges."""
+    for i in unroll(TM):
+        r = row0 + row_base + i * RI
+        for j in unroll(TN):
+            c = col0 + thread_col * 4 + (j // 4) * COL_STEP + j % 4
+            if not EDGES or (r < M and c < N):
+                if beta == 0:                         # BLAS: C is not read when beta is 0
+                    C[r * N + c] = alpha * acc[i, j]
+                else:
+                    C[r * N + c] = alpha * acc[i, j] + beta * C[r * N + c]
+
+
+def sgemm_cp_async(M, N, K, alpha, A, B, beta, C):
+    smem = cuda.shared.array(0, float32)              # STAGES x (A tile | B tile), dynamic
+    tid = cuda.threadIdx.x
+    thread_col = tid % (BN // TN)
+    thread_row = tid // (BN // TN)
+    # this thread's rows of C: row_base + i * RI (RI = 1: thread_row * TM + i, the chapter's); columns
+    # thread_col * 4 + (j // 4) * COL_STEP + j % 4: runs of 4, COL_STEP apart
+    row_base = (thread_row // RI) * (RI * TM) + thread_row % RI
+    row0 = cuda.blockIdx.y * BM
+    col0 = cuda.blockIdx.x * BN
+    num_tiles = (K + BK - 1) // BK
+
+    splice(ring_copies)                               # issue(), issue_next(); tiles 0 .. AHEAD-1 in flight
 
     acc = registers(TM, TN, dtype=float32)
     # ---- main loop ------------------------------------------------------------------------------
@@ -213,16 +237,7 @@ def sgemm_cp_async(M, N, K, alpha, A, B, beta, C):
         write = read
         read = read + TILE_FLOATS if read < (STAGES - 1) * TILE_FLOATS else 0
     ptx.cp_async_wait_all()                           # nothing in flight at exit
-    # ---- epilogue: C = alpha * acc + beta * C, predicated at the edges ------------------------
-    for i in unroll(TM):
-        r = row0 + row_base + i * RI
-        for j in unroll(TN):
-            c = col0 + thread_col * 4 + (j // 4) * COL_STEP + j % 4
-            if not EDGES or (r < M and c < N):
-                if beta == 0:                         # BLAS: C is not read when beta is 0
-                    C[r * N + c] = alpha * acc[i, j]
-                else:
-                    C[r * N + c] = alpha * acc[i, j] + beta * C[r * N + c]
+    splice(store_c)                                   # C = alpha * acc + beta * C
 
 
 # ---- schedule="dbuf": fragments double-buffered in registers, the barrier before the last k-step's FFMAs -----
@@ -259,7 +274,7 @@ def sgemm_cp_async(M, N, K, alpha, A, B, beta, C):
 # in both cases. Before the loop AHEAD are committed and group 0 is needed: AHEAD-1 may stay pending.
 # The last iteration waits for and reads k-step 0 of a tile that does not exist (num_tiles): an empty group,
 # and shared memory of a stage no copy is writing; the values go unused.
-# DB_SLOT: the slot of the copies (0..BK-1); DB_AHEAD: STAGES-1 if DB_SLOT < BK-1 else STAGES (``kernel_source``;
+# DB_SLOT: the slot of the copies (0..BK-1); AHEAD: STAGES-1 if DB_SLOT < BK-1 else STAGES (``kernel_source``;
 # the other pairings are wrong and tests/sim/test_programs.py checks that the simulator says so: STAGES before the
 # barrier overwrites the stage being read, STAGES-1 after it leaves the wait one group short).
 def sgemm_cp_async_dbuf(M, N, K, alpha, A, B, beta, C):
@@ -272,46 +287,7 @@ def sgemm_cp_async_dbuf(M, N, K, alpha, A, B, beta, C):
     col0 = cuda.blockIdx.x * BN
     num_tiles = (K + BK - 1) // BK
 
-    def issue(stage, kt, a_src, b_src):               # one tile of A (BM x BK) and B (BK x BN): as in sgemm_cp_async
-        k0 = kt * BK
-        for r in unroll(BM * BK // (THREADS * VEC_A)):
-            e = (r * THREADS + tid) * VEC_A
-            if EDGES:
-                gr = row0 + e // BK
-                gc = k0 + e % BK
-                nbytes = max(0, min(VEC_A, K - gc)) * 4 if gr < M else 0
-                src = gr * K + gc if nbytes > 0 else 0
-                copy_a(ptx.addr(smem, stage + e), ptx.addr(A, src), nbytes)
-            else:
-                ptx.cp_async_cg_shared_global_16(ptx.addr(smem, stage + e), ptx.addr(A, a_src + r * (THREADS * VEC_A // BK) * K))
-        for r in unroll(BK * BN // (THREADS * VEC_B)):
-            e = (r * THREADS + tid) * VEC_B
-            if EDGES:
-                gr = k0 + e // BN
-                gc = col0 + e % BN
-                nbytes = max(0, min(VEC_B, N - gc)) * 4 if gr < K else 0
-                src = gr * N + gc if nbytes > 0 else 0
-                copy_b(ptx.addr(smem, stage + BM * BK + e), ptx.addr(B, src), nbytes)
-            else:
-                ptx.cp_async_cg_shared_global_16(ptx.addr(smem, stage + BM * BK + e), ptx.addr(B, b_src + r * (THREADS * VEC_B // BN) * N))
-
-    v = tid * 4
-    a_src = (row0 + v // BK) * K + v % BK
-    b_src = (v // BN) * N + col0 + v % BN
-    # ---- prologue: tiles 0 .. DB_AHEAD-1 in flight, one group each; then tile 0's first fragments --------
-    for s in range(DB_AHEAD):
-        if s < num_tiles:
-            issue(s * TILE_FLOATS, s, a_src, b_src)
-        ptx.cp_async_commit_group()
-        a_src += BK
-        b_src += BK * N
-
-    def issue_next(kt, write, a_src, b_src):          # tile kt + DB_AHEAD, then the next copies' offsets
-        nxt = kt + DB_AHEAD
-        if nxt < num_tiles:
-            issue(write, nxt, a_src, b_src)
-        ptx.cp_async_commit_group()                   # even when empty: keeps group counts aligned
-        return a_src + BK, b_src + BK * N
+    splice(ring_copies)                               # issue(), issue_next(); tiles 0 .. AHEAD-1 in flight
 
     acc = registers(TM, TN, dtype=float32)
     # Fragments. B: two k-steps, [d % 2] holds k-step d's. A: two quads of k-steps, [(d // 4) % 2, i, d % 4] holds
@@ -321,7 +297,7 @@ def sgemm_cp_async_dbuf(M, N, K, alpha, A, B, beta, C):
     # set 0 of both.
     frag_a = registers(2, TM, 4, dtype=float32)
     frag_n = registers(2, TN, dtype=float32)
-    ptx.cp_async_wait_group(DB_AHEAD - 1)             # tile 0 has landed ...
+    ptx.cp_async_wait_group(AHEAD - 1)                # tile 0 has landed ...
     cuda.syncthreads()                                # ... for every thread
     a_base = row_base * BK
     b_base = BM * BK + thread_col * 4
@@ -332,7 +308,7 @@ def sgemm_cp_async_dbuf(M, N, K, alpha, A, B, beta, C):
         frag_n[0, j] = smem[b_base + (j // 4) * COL_STEP + j % 4]
     # ---- main loop ------------------------------------------------------------------------------
     # `read`: tile kt's stage; `write`: where this iteration's copies go (tile kt-1's stage, the previous
-    # `read`, when DB_AHEAD is STAGES-1; tile kt's own, `read`, when the copies follow slot BK-1's barrier).
+    # `read`, when AHEAD is STAGES-1; tile kt's own, `read`, when the copies follow slot BK-1's barrier).
     read = 0
     write = (STAGES - 1) * TILE_FLOATS
     for kt in range(num_tiles):
@@ -355,24 +331,16 @@ def sgemm_cp_async_dbuf(M, N, K, alpha, A, B, beta, C):
                         frag_a[0, i, q] = smem[nread + row_base * BK + i * RI * BK + q]
                 for j in unroll(TN):
                     frag_n[0, j] = smem[nread + BM * BK + thread_col * 4 + (j // 4) * COL_STEP + j % 4]
-            if dot == DB_SLOT:                        # tile kt + DB_AHEAD into tile kt's stage or tile kt-1's
-                a_src, b_src = issue_next(kt, read if DB_AHEAD == STAGES else write, a_src, b_src)
+            if dot == DB_SLOT:                        # tile kt + AHEAD into tile kt's stage or tile kt-1's
+                a_src, b_src = issue_next(kt, read if AHEAD == STAGES else write, a_src, b_src)
             for i in unroll(TM):
                 for j in unroll(TN):
                     acc[i, j] += frag_a[(dot // 4) % 2, i, dot % 4] * frag_n[dot % 2, j]
         write = read
         read = nread
     ptx.cp_async_wait_all()                           # nothing in flight at exit
-    # ---- epilogue: as in sgemm_cp_async --------------------------------------------------------
-    for i in unroll(TM):
-        r = row0 + row_base + i * RI
-        for j in unroll(TN):
-            c = col0 + thread_col * 4 + (j // 4) * COL_STEP + j % 4
-            if not EDGES or (r < M and c < N):
-                if beta == 0:
-                    C[r * N + c] = alpha * acc[i, j]
-                else:
-                    C[r * N + c] = alpha * acc[i, j] + beta * C[r * N + c]
+    splice(store_c)                                   # C = alpha * acc + beta * C
+
 
 def sgemm_v4(M, N, K, alpha, A, B, beta, C):
     """The chapter's baseline: same tile, loads through registers, one buffer, no cp.async.
@@ -385,6 +353,7 @@ def sgemm_v4(M, N, K, alpha, A, B, beta, C):
     tid = cuda.threadIdx.x
     thread_col = tid % (BN // TN)
     thread_row = tid // (BN // TN)
+    row_base = thread_row * TM                        # this thread's rows of C: row_base + i, as in the chapter
     row0 = cuda.blockIdx.y * BM
     col0 = cuda.blockIdx.x * BN
     acc = registers(TM, TN, dtype=float32)
@@ -424,16 +393,7 @@ def sgemm_v4(M, N, K, alpha, A, B, beta, C):
                 for j in unroll(TN):
                     acc[i, j] += reg_m[i] * reg_n[j]
         cuda.syncthreads()
-    # ---- epilogue: C = alpha * acc + beta * C, predicated at the edges ------------------------
-    for i in unroll(TM):
-        r = row0 + thread_row * TM + i
-        for j in unroll(TN):
-            c = col0 + thread_col * 4 + (j // 4) * (BN // 2) + j % 4
-            if not EDGES or (r < M and c < N):
-                if beta == 0:                         # BLAS: C is not read when beta is 0
-                    C[r * N + c] = alpha * acc[i, j]
-                else:
-                    C[r * N + c] = alpha * acc[i, j] + beta * C[r * N + c]
+    splice(store_c)                                   # C = alpha * acc + beta * C (RI = 1, COL_STEP = BN / 2)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -461,7 +421,7 @@ def kernel_source(variant: str = "cp_async", stages: int = 3, vec_a: int = 4, ve
     # loop before pruning: 2 to 4 times the compile time, minutes at the edges. The SASS is the same
     # either way (bench/h200.md, "Compile time").
     if variant == "v4":
-        return unrolled(sgemm_v4, EDGES=edges, static_ifs=True)
+        return unrolled(sgemm_v4, EDGES=edges, RI=1, COL_STEP=BN // 2, static_ifs=True)
     if not edges and (vec_a, vec_b) != (4, 4):
         raise ValueError("edges=False needs 16-byte copies (vec_a = vec_b = 4)")
     if bk not in BKS:
@@ -479,8 +439,8 @@ def kernel_source(variant: str = "cp_async", stages: int = 3, vec_a: int = 4, ve
         return unrolled(sgemm_cp_async_dbuf, STAGES=stages, VEC_A=vec_a, VEC_B=vec_b, EDGES=edges,
                         copy_a=_COPY[vec_a], copy_b=_COPY[vec_b], BK=bk, TILE_FLOATS=tile_floats(bk),
                         RI=t.ri, COL_STEP=BN // (t.tn // 4), DB_SLOT=slot,
-                        DB_AHEAD=stages - 1 if slot < bk - 1 else stages, static_ifs=True, **layout)
-    return unrolled(sgemm_cp_async, STAGES=stages, VEC_A=vec_a, VEC_B=vec_b, EDGES=edges,
+                        AHEAD=stages - 1 if slot < bk - 1 else stages, static_ifs=True, **layout)
+    return unrolled(sgemm_cp_async, STAGES=stages, AHEAD=stages - 1, VEC_A=vec_a, VEC_B=vec_b, EDGES=edges,
                     copy_a=_COPY[vec_a], copy_b=_COPY[vec_b], BK=bk, TILE_FLOATS=tile_floats(bk),
                     RI=t.ri, COL_STEP=BN // (t.tn // 4),
                     ISSUE_AFTER=t.issue_after[bk] if issue_after is None else issue_after, static_ifs=True, **layout)

@@ -11,6 +11,12 @@ sees it:
     a register array: after unrolling every ``acc[m, n]`` has constant indices and becomes a
     plain local variable ``acc__m_n`` (initialised to ``0.0`` of the given dtype).
 
+``splice(part)``
+    a statement: replaced by the body of ``part``, a module-level function marked ``@kernel_part``,
+    before anything else is expanded. Kernels that share a piece of code (the SGEMM's copies and its
+    epilogue) keep it in one place this way: the piece is pasted in, not called, so it reads and
+    writes the kernel's own variables and constants and compiles exactly as if written inline.
+
 With ``static_ifs=True``, ``if`` statements and ``x if c else y`` whose test is a compile-time
 constant (``if EDGES:``, ``if dot == ISSUE_AFTER:``) keep only the branch taken, and constant operands
 of ``and``/``or`` are dropped. numba would prune those branches itself, but only after inlining every
@@ -49,8 +55,55 @@ def registers(*shape, dtype=None):  # pragma: no cover - a marker, rewritten awa
     raise RuntimeError("registers() only works inside a function passed through unrolled()")
 
 
+def kernel_part(fn):
+    """Marks ``fn`` as a piece of kernel code for ``splice(fn)`` (see the module doc). Its body uses the
+    names of the kernels it is spliced into; it is never called."""
+    def not_callable(*args, **kwargs):
+        raise RuntimeError(f"{fn.__name__} is a kernel part: splice({fn.__name__}) it into a kernel passed "
+                           "through unrolled(); it cannot be called")
+    not_callable.__wrapped__ = fn
+    not_callable.__name__ = fn.__name__
+    not_callable.__doc__ = fn.__doc__
+    not_callable.kernel_part = fn
+    return not_callable
+
+
+def splice(part):  # pragma: no cover - a marker, rewritten away by unrolled()
+    """Marker: the statement ``splice(part)`` becomes the body of ``part`` (see the module doc)."""
+    raise RuntimeError("splice() only works inside a function passed through unrolled()")
+
+
 class UnrollError(SyntaxError):
     pass
+
+
+class _Splice(ast.NodeTransformer):
+    """``splice(part)`` statements -> the statements of ``part``'s body (recursively)."""
+
+    def __init__(self, env: dict[str, Any], depth: int = 0):
+        self.env, self.depth = env, depth
+
+    def visit_Expr(self, node):
+        v = node.value
+        if not (isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and v.func.id == "splice"):
+            return node
+        if len(v.args) != 1 or v.keywords or not isinstance(v.args[0], ast.Name):
+            raise UnrollError(f"splice takes one name: {ast.unparse(v)}")
+        part = getattr(self.env.get(v.args[0].id), "kernel_part", None)
+        if part is None:
+            raise UnrollError(f"splice({v.args[0].id}): not a function marked @kernel_part")
+        if self.depth > 8:
+            raise UnrollError(f"splice({v.args[0].id}): parts nested more than 8 deep")
+        fdef = ast.parse(textwrap.dedent(inspect.getsource(part))).body[0]
+        if fdef.args.args or fdef.args.vararg or fdef.args.kwarg or fdef.args.kwonlyargs:
+            raise UnrollError(f"kernel part {fdef.name} takes no arguments: it uses the kernel's names")
+        body = fdef.body[1:] if ast.get_docstring(fdef) else fdef.body
+        inner = _Splice(self.env, self.depth + 1)
+        out = []
+        for stmt in body:
+            res = inner.visit(stmt)
+            out.extend(res if isinstance(res, list) else [res])
+        return out
 
 
 def _const(node: ast.AST, env: dict[str, Any]):
@@ -267,6 +320,7 @@ def _expand(fn, src: str, constants: dict, c_indexing: bool, static_ifs: bool = 
     fdef = tree.body[0]
     fdef.decorator_list = []
     env = {**fn.__globals__, **constants}
+    fdef = _Splice(env).visit(fdef)
     local_names = {a.arg for a in fdef.args.args} | {
         n.id for n in ast.walk(fdef) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
     }

@@ -2,7 +2,7 @@
 
 import pytest
 
-from asyncpipe.kernels.unroll import UnrollError, registers, unroll, unrolled
+from asyncpipe.kernels.unroll import UnrollError, kernel_part, registers, splice, unroll, unrolled
 
 N = 3
 
@@ -99,3 +99,64 @@ def test_static_ifs_keep_only_the_branch_taken():
     assert unrolled(steps, c_indexing=False, FLAG=True, AT=1).unrolled_source.count("if FLAG") == 3
     s = unrolled(steps, c_indexing=False, static_ifs=True, FLAG=False, AT=1).unrolled_source
     assert "step(d" not in s and "step(0" not in s and "out[2] = x\n" in s
+
+
+# ---- splice: a piece of kernel code kept in one place, pasted into the kernels that use it ----------------
+@kernel_part
+def accumulate():
+    """A part: reads and writes the names of the function it is spliced into."""
+    for i in unroll(N):
+        acc[i % 2] += a[i] * b[i]  # noqa: F821 - the kernel's names
+
+
+@kernel_part
+def finish():
+    splice(accumulate)
+    total = acc[0] + acc[1]  # noqa: F821
+
+
+def dot3_spliced(a, b):
+    acc = registers(2)
+    splice(finish)
+    return total  # noqa: F821 - assigned by the part
+
+
+def test_splice_pastes_the_part_into_the_kernel():
+    """The part's body (without its docstring) takes the splice's place, nested parts too, and is
+    expanded with the kernel: the result is the same function as the one written inline."""
+    f = unrolled(dot3_spliced, c_indexing=False)
+    assert f([1, 2, 3], [4, 5, 6]) == 32
+    assert "splice(" not in f.unrolled_source and "A part" not in f.unrolled_source
+    body = lambda fn: fn.unrolled_source.split(":", 1)[1].replace("\n    total = acc__0 + acc__1\n    return total",
+                                                                  "\n    return acc__0 + acc__1")
+    assert body(f) == body(unrolled(dot3, c_indexing=False))
+
+
+def test_a_kernel_part_cannot_be_called():
+    with pytest.raises(RuntimeError, match=r"accumulate is a kernel part: splice\(accumulate\) it into a kernel"):
+        accumulate()
+
+
+def test_splice_takes_a_kernel_part_without_arguments():
+    def not_a_part():
+        pass
+
+    @kernel_part
+    def with_args(x):
+        pass
+
+    def bad1():
+        splice(not_a_part)
+
+    def bad2():
+        splice(with_args)
+
+    def bad3():
+        splice(accumulate, finish)
+
+    with pytest.raises(UnrollError, match=r"splice\(not_a_part\): not a function marked @kernel_part"):
+        unrolled(bad1, not_a_part=not_a_part)
+    with pytest.raises(UnrollError, match="kernel part with_args takes no arguments: it uses the kernel's names"):
+        unrolled(bad2, with_args=with_args)
+    with pytest.raises(UnrollError, match=r"splice takes one name: splice\(accumulate, finish\)"):
+        unrolled(bad3)
