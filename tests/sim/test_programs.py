@@ -104,7 +104,7 @@ def test_sgemm_dbuf_wrong_stage_reuse_is_caught(slot, ahead, error, rng):
     def fn(va, vb, e):
         return unrolled(S.sgemm_cp_async_dbuf, STAGES=stages, VEC_A=va, VEC_B=vb, EDGES=e, copy_a=S._COPY[va],
                         copy_b=S._COPY[vb], BK=bk, TILE_FLOATS=S.tile_floats(bk), RI=t.ri, COL_STEP=S.BN // (t.tn // 4),
-                        DB_SLOT=slot, DB_AHEAD=ahead, static_ifs=True, TM=t.tm, TN=t.tn, THREADS=t.threads)
+                        DB_SLOT=slot, AHEAD=ahead, static_ifs=True, TM=t.tm, TN=t.tn, THREADS=t.threads)
 
     a = rng.standard_normal((128, 96)).astype(np.float32)
     b = rng.standard_normal((96, 128)).astype(np.float32)
