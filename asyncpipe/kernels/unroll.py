@@ -58,12 +58,10 @@ def registers(*shape, dtype=None):  # pragma: no cover - a marker, rewritten awa
 def kernel_part(fn):
     """Marks ``fn`` as a piece of kernel code for ``splice(fn)`` (see the module doc). Its body uses the
     names of the kernels it is spliced into; it is never called."""
+    @functools.wraps(fn)
     def not_callable(*args, **kwargs):
         raise RuntimeError(f"{fn.__name__} is a kernel part: splice({fn.__name__}) it into a kernel passed "
                            "through unrolled(); it cannot be called")
-    not_callable.__wrapped__ = fn
-    not_callable.__name__ = fn.__name__
-    not_callable.__doc__ = fn.__doc__
     not_callable.kernel_part = fn
     return not_callable
 
@@ -98,12 +96,16 @@ class _Splice(ast.NodeTransformer):
         if fdef.args.args or fdef.args.vararg or fdef.args.kwarg or fdef.args.kwonlyargs:
             raise UnrollError(f"kernel part {fdef.name} takes no arguments: it uses the kernel's names")
         body = fdef.body[1:] if ast.get_docstring(fdef) else fdef.body
-        inner = _Splice(self.env, self.depth + 1)
-        out = []
-        for stmt in body:
-            res = inner.visit(stmt)
-            out.extend(res if isinstance(res, list) else [res])
-        return out
+        return _visit_all(_Splice(self.env, self.depth + 1), body)
+
+
+def _visit_all(transformer: ast.NodeTransformer, stmts) -> list:
+    """``stmts`` through ``transformer``, a statement that became several (or none) spliced in place."""
+    out = []
+    for stmt in stmts:
+        res = transformer.visit(stmt)
+        out.extend(res if isinstance(res, list) else [res])
+    return out
 
 
 def _const(node: ast.AST, env: dict[str, Any]):
@@ -215,11 +217,7 @@ class _Unroll(ast.NodeTransformer):
         return node if c is None else (node.body if c else node.orelse)
 
     def _stmts(self, stmts):
-        out = []
-        for stmt in stmts:
-            res = self.visit(stmt)
-            out.extend(res if isinstance(res, list) else [res])
-        return out
+        return _visit_all(self, stmts)
 
     # for i in unroll(N): body  ->  body[i=0]; body[i=1]; ...
     def visit_For(self, node):
@@ -230,10 +228,7 @@ class _Unroll(ast.NodeTransformer):
             n = int(_const(it.args[0], self.env))
             out = []
             for k in range(n):
-                body = [_Substitute(node.target.id, k).visit(copy.deepcopy(s)) for s in node.body]
-                for stmt in body:
-                    res = self.visit(stmt)
-                    out.extend(res if isinstance(res, list) else [res])
+                out += self._stmts([_Substitute(node.target.id, k).visit(copy.deepcopy(s)) for s in node.body])
             return out or [ast.Pass()]
         self.generic_visit(node)
         return node

@@ -160,3 +160,16 @@ def test_splice_takes_a_kernel_part_without_arguments():
         unrolled(bad2, with_args=with_args)
     with pytest.raises(UnrollError, match=r"splice takes one name: splice\(accumulate, finish\)"):
         unrolled(bad3)
+
+
+@kernel_part
+def endless():
+    splice(endless)
+
+
+def test_a_part_that_splices_itself_is_an_error():
+    def bad():
+        splice(endless)
+
+    with pytest.raises(UnrollError, match=r"splice\(endless\): parts nested more than 8 deep"):
+        unrolled(bad)
