@@ -6,7 +6,8 @@
 # .whl holds numpy 2.4 (the image's numpy 2.5 breaks numba-cuda 0.30.4) and pytest; .ref is an
 # ignored copy of ../shared/reference (the yardstick programs; never committed).
 # Environment: STEPS (default "tests sanitizer bench"; add "tune" for the tuner's table (TUNE_ARGS), "sweep" for
-# scripts/sgemm_sweep.py, "profile" for scripts/profile_sgemm.sh over PROFILE (sweep names)), PYTEST_ARGS, JOBS, SANITIZER_TOOLS, SANITIZER_TESTS,
+# scripts/sgemm_sweep.py, "profile" for scripts/profile_sgemm.sh over PROFILE (sweep names), "order" for
+# scripts/stage_order.py (ORDER_ARGS)), PYTEST_ARGS, JOBS, SANITIZER_TOOLS, SANITIZER_TESTS,
 # PYTEST_K (a -k expression), SAN_JOBS, SAN_SPLIT ("file": one sanitizer process per test file, the default; "test":
 # one per test, for files whose kernels take long to compile), SANITIZER_LIMIT (seconds), TEST_TIMEOUT (seconds per
 # test), BENCH_ARGS, COMMIT (the commit of the tree; the device's git copy is not asked).
@@ -123,6 +124,10 @@ fi
 if [[ $STEPS == *sweep* ]]; then
   python3 scripts/sgemm_sweep.py ${SWEEP_ARGS:-} 2>&1 | tee "$OUT/sweep.log" | grep -v "^{"
   row "sweep" "$(tail -1 "$OUT/sweep.log" | cut -c1-400)"
+fi
+if [[ $STEPS == *order* ]]; then
+  python3 scripts/stage_order.py --json "$OUT/stage_order.json" ${ORDER_ARGS:-} 2>&1 | tail -6 | tee "$OUT/stage_order.log"
+  row "stage order" "$OUT/stage_order.json"
 fi
 if [[ $STEPS == *profile* ]]; then
   bash scripts/profile_sgemm.sh ${PROFILE:-s3 v4 8x16_s3}

@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/asyncpipe-out}; mkdir -p "$OUT"
 LOG=$OUT/ncu_sgemm.txt; : > "$LOG"
 SECTIONS="--section SpeedOfLight --section WarpStateStats --section SchedulerStats --section InstructionStats \
-  --section LaunchStats --section Occupancy --section SourceCounters"
+  --section LaunchStats --section Occupancy --section SourceCounters ${EXTRA_SECTIONS:-}"
 NCU="ncu --clock-control none $SECTIONS --metrics sm__cycles_elapsed.avg.per_second,smsp__inst_executed.sum,regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio"
 if [ -d .ref ] && command -v nvcc >/dev/null; then
   nvcc -O3 -std=c++17 -arch=sm_90 -DSTAGES_N=3 .ref/gemm_cp_async_bench.cu -o /tmp/nvcc_s3 -lcuda 2>&1 | tail -3
@@ -24,4 +24,4 @@ for name in "$@"; do
   echo "==== asyncpipe $name" >> "$LOG"
   $NCU -k regex:sgemm --launch-count 1 python3 scripts/sgemm_sweep.py --once "$name" >> "$LOG" 2>&1
 done
-grep -E "^====|Duration|SM Frequency|Compute \(SM\) Throughput|Issue Slots Busy|No Eligible|Eligible Warps|Warp Cycles Per Issued|Registers Per|Achieved Occupancy|Block Size|Grid Size|Shared Memory Config|stalled|Stall|\([0-9]+, [0-9]+, [0-9]+\)x" "$LOG" | head -160
+grep -E "^====|Duration|SM Frequency|Compute \(SM\) Throughput|Issue Slots Busy|No Eligible|Eligible Warps|Warp Cycles Per Issued|Registers Per|Achieved Occupancy|Block Size|Grid Size|Shared Memory Config|L2 Hit Rate|L1/TEX Hit|DRAM Throughput|Mem Busy|Max Bandwidth|stalled|Stall|\([0-9]+, [0-9]+, [0-9]+\)x" "$LOG" | head -${PROFILE_LINES:-160}

@@ -15,8 +15,13 @@ from concurrent.futures import ProcessPoolExecutor
 # name -> kernel() keywords (interior kernel: n a multiple of 128)
 CONFIGS = {
     "v4": dict(variant="v4"),
+    "s2": dict(stages=2),
     "s3": dict(stages=3),
     "s4": dict(stages=4),
+    "s5": dict(stages=5),
+    "s6": dict(stages=6),
+    "s7": dict(stages=7),
+    "s8": dict(stages=8),
     "s3_ia0": dict(stages=3, issue_after=0),
     "s3_ia3": dict(stages=3, issue_after=3),
     "s3_ia7": dict(stages=3, issue_after=7),
@@ -43,11 +48,19 @@ CONFIGS = {
     "8x16_s3_dbuf": dict(stages=3, tile="8x16", schedule="dbuf"),
     "s3_dbuf": dict(stages=3, schedule="dbuf"),
     "s4_dbuf": dict(stages=4, schedule="dbuf"),
+    # tile="8x16_256": cuBLAS's shape, a 256 x 128 CTA tile of 256 threads of 8 x 16, one CTA per SM
+    "w256_s3_bk16_dbuf": dict(stages=3, tile="8x16_256", bk=16, schedule="dbuf"),
+    "w256_s4_bk16_dbuf": dict(stages=4, tile="8x16_256", bk=16, schedule="dbuf"),
+    "w256_s3_dbuf": dict(stages=3, tile="8x16_256", schedule="dbuf"),
+    "w256_s4_dbuf": dict(stages=4, tile="8x16_256", schedule="dbuf"),
+    "w256_s3_bk16": dict(stages=3, tile="8x16_256", bk=16),
+    "w256_s3": dict(stages=3, tile="8x16_256"),
 }
 
 
-def launcher(name: str, n: int):
-    """A PreparedLaunch of configuration ``name`` on fresh random n x n operands (and the arrays)."""
+def launcher(name: str, n: int, shared_mem: int | None = None):
+    """A PreparedLaunch of configuration ``name`` on fresh random n x n operands (and the arrays). ``shared_mem``
+    (for experiments): dynamic shared memory to launch with, if not the configuration's own."""
     import numpy as np
     from numba import cuda
 
@@ -60,15 +73,16 @@ def launcher(name: str, n: int):
     a = cuda.to_device(rng.standard_normal((n, n)).astype(np.float32))
     b = cuda.to_device(rng.standard_normal((n, n)).astype(np.float32))
     c = cuda.device_array((n, n), np.float32)
-    grid = (n // S.BN, n // S.BM)
+    grid = (n // S.BN, n // S.block_rows(cfg.get("tile", "8x8")))
     args = (np.int32(n), np.int32(n), np.int32(n), np.float32(1), a.reshape(n * n), b.reshape(n * n), np.float32(0),
             c.reshape(n * n))
     if variant == "v4":
         return prepare_launch(S.kernel("v4", edges=False), grid, S.THREADS, *args), (a, b, c)
     k = S.kernel("cp_async", cfg.get("stages", 3), 4, 4, False, cfg.get("bk", 8), cfg.get("tile", "8x8"),
                  cfg.get("issue_after"), cfg.get("schedule", S.SCHEDULE))
+    own = S.shared_bytes(cfg.get("stages", 3), cfg.get("bk", 8), cfg.get("tile", "8x8"))
     return prepare_launch(k, grid, S.threads(cfg.get("tile", "8x8")), *args,
-                          shared_mem=S.shared_bytes(cfg.get("stages", 3), cfg.get("bk", 8))), (a, b, c)
+                          shared_mem=own if shared_mem is None else shared_mem), (a, b, c)
 
 
 def _warm(name):
