@@ -126,7 +126,7 @@ if [[ $STEPS == *sweep* ]]; then
   row "sweep" "$(tail -1 "$OUT/sweep.log" | cut -c1-400)"
 fi
 if [[ $STEPS == *order* ]]; then
-  python3 scripts/stage_order.py --json "$OUT/stage_order.json" ${ORDER_ARGS:-} 2>&1 | tail -6 | tee "$OUT/stage_order.log"
+  python3 scripts/stage_order.py --json "$OUT/stage_order.json" ${ORDER_ARGS:-} 2>&1 | tail -40 | tee "$OUT/stage_order.log"
   row "stage order" "$OUT/stage_order.json"
 fi
 if [[ $STEPS == *profile* ]]; then

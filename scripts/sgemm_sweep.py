@@ -48,39 +48,40 @@ CONFIGS = {
     "8x16_s3_dbuf": dict(stages=3, tile="8x16", schedule="dbuf"),
     "s3_dbuf": dict(stages=3, schedule="dbuf"),
     "s4_dbuf": dict(stages=4, schedule="dbuf"),
-    # tile="8x16_256": cuBLAS's shape, a 256 x 128 CTA tile of 256 threads of 8 x 16, one CTA per SM
-    "w256_s3_bk16_dbuf": dict(stages=3, tile="8x16_256", bk=16, schedule="dbuf"),
-    "w256_s4_bk16_dbuf": dict(stages=4, tile="8x16_256", bk=16, schedule="dbuf"),
-    "w256_s3_dbuf": dict(stages=3, tile="8x16_256", schedule="dbuf"),
-    "w256_s4_dbuf": dict(stages=4, tile="8x16_256", schedule="dbuf"),
-    "w256_s3_bk16": dict(stages=3, tile="8x16_256", bk=16),
-    "w256_s3": dict(stages=3, tile="8x16_256"),
 }
 
 
-def launcher(name: str, n: int, shared_mem: int | None = None):
-    """A PreparedLaunch of configuration ``name`` on fresh random n x n operands (and the arrays). ``shared_mem``
-    (for experiments): dynamic shared memory to launch with, if not the configuration's own."""
+def operands(n: int, seed: int = 0):
+    """Fresh random n x n float32 A and B, and C, on the device."""
     import numpy as np
     from numba import cuda
+
+    rng = np.random.default_rng(seed)
+    a = cuda.to_device(rng.standard_normal((n, n)).astype(np.float32))
+    b = cuda.to_device(rng.standard_normal((n, n)).astype(np.float32))
+    return a, b, cuda.device_array((n, n), np.float32)
+
+
+def launcher(name: str, n: int, shared_mem: int | None = None, arrays=None):
+    """A PreparedLaunch of configuration ``name`` on ``arrays`` (A, B, C; default: fresh random n x n operands), and
+    the arrays. ``shared_mem`` (for experiments): dynamic shared memory to launch with, if not the configuration's
+    own."""
+    import numpy as np
 
     from asyncpipe.host.launch import prepare_launch
     from asyncpipe.kernels import sgemm as S
 
     cfg = dict(CONFIGS[name])
     variant = cfg.pop("variant", "cp_async")
-    rng = np.random.default_rng(0)
-    a = cuda.to_device(rng.standard_normal((n, n)).astype(np.float32))
-    b = cuda.to_device(rng.standard_normal((n, n)).astype(np.float32))
-    c = cuda.device_array((n, n), np.float32)
-    grid = (n // S.BN, n // S.block_rows(cfg.get("tile", "8x8")))
+    a, b, c = operands(n) if arrays is None else arrays
+    grid = (n // S.BN, n // S.BM)
     args = (np.int32(n), np.int32(n), np.int32(n), np.float32(1), a.reshape(n * n), b.reshape(n * n), np.float32(0),
             c.reshape(n * n))
     if variant == "v4":
         return prepare_launch(S.kernel("v4", edges=False), grid, S.THREADS, *args), (a, b, c)
     k = S.kernel("cp_async", cfg.get("stages", 3), 4, 4, False, cfg.get("bk", 8), cfg.get("tile", "8x8"),
                  cfg.get("issue_after"), cfg.get("schedule", S.SCHEDULE))
-    own = S.shared_bytes(cfg.get("stages", 3), cfg.get("bk", 8), cfg.get("tile", "8x8"))
+    own = S.shared_bytes(cfg.get("stages", 3), cfg.get("bk", 8))
     return prepare_launch(k, grid, S.threads(cfg.get("tile", "8x8")), *args,
                           shared_mem=own if shared_mem is None else shared_mem), (a, b, c)
 

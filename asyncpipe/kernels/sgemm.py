@@ -91,7 +91,6 @@ class ThreadTile:
     issue_after: dict    # bk -> ISSUE_AFTER in the kernel: -1, or the k-step after whose reads the next copies go
     bounds: tuple        # launch bounds of the interior kernel (the edge kernel's are (threads,) or less)
     bounds_edges: tuple
-    bm: int = BM         # rows of the CTA tile (BN columns in all): (threads // (BN // tn)) * tm
 
 
 # ISSUE_AFTER as measured on the H200 at 4096^3 (scripts/sgemm_sweep.py, d479fb2; bench/h200.md): the
@@ -103,10 +102,6 @@ TILES = {
     "8x8": ThreadTile(TM, TN, THREADS, 1, {8: 3, 16: -1}, LAUNCH_BOUNDS, LAUNCH_BOUNDS_EDGES),  # the chapter's
     # two CTAs of 128 threads fit any register count (255 here, both kernels, nothing spilled)
     "8x16": ThreadTile(8, 16, 128, 4, {8: 3, 16: 3}, (128, 2), (128,)),
-    # cuBLAS's own shape: the 8 x 16 thread tile with 256 threads, a 256 x 128 CTA tile, one CTA per SM (255
-    # registers). The same shared-memory reads per FFMA as "8x16", but a quarter fewer copied bytes per FFMA
-    # ((256 + 128) / (256 * 128) against 2 / 128 a k) and one barrier for eight warps instead of two for four each
-    "8x16_256": ThreadTile(8, 16, 256, 4, {8: 3, 16: 3}, (256, 1), (256, 1), bm=256),
 }
 TILE = "8x8"
 # main-loop schedules of the cp.async kernel: "plain" (sgemm_cp_async, the default) or "dbuf" (sgemm_cp_async_dbuf:
@@ -436,17 +431,17 @@ def kernel_source(variant: str = "cp_async", stages: int = 3, vec_a: int = 4, ve
     if schedule not in SCHEDULES:
         raise ValueError(f"schedule must be one of {SCHEDULES}")
     t = TILES[tile]
-    layout = {} if tile == TILE else dict(TM=t.tm, TN=t.tn, THREADS=t.threads, BM=t.bm)
+    layout = {} if tile == TILE else dict(TM=t.tm, TN=t.tn, THREADS=t.threads)
     if schedule == "dbuf":
         slot = bk - 1 if issue_after is None else issue_after
         if not 0 <= slot < bk:
             raise ValueError(f"issue_after (the k-step slot of the copies) must be in 0..{bk - 1} for dbuf")
         return unrolled(sgemm_cp_async_dbuf, STAGES=stages, VEC_A=vec_a, VEC_B=vec_b, EDGES=edges,
-                        copy_a=_COPY[vec_a], copy_b=_COPY[vec_b], BK=bk, TILE_FLOATS=tile_floats(bk, tile),
+                        copy_a=_COPY[vec_a], copy_b=_COPY[vec_b], BK=bk, TILE_FLOATS=tile_floats(bk),
                         RI=t.ri, COL_STEP=BN // (t.tn // 4), DB_SLOT=slot,
                         AHEAD=stages - 1 if slot < bk - 1 else stages, static_ifs=True, **layout)
     return unrolled(sgemm_cp_async, STAGES=stages, AHEAD=stages - 1, VEC_A=vec_a, VEC_B=vec_b, EDGES=edges,
-                    copy_a=_COPY[vec_a], copy_b=_COPY[vec_b], BK=bk, TILE_FLOATS=tile_floats(bk, tile),
+                    copy_a=_COPY[vec_a], copy_b=_COPY[vec_b], BK=bk, TILE_FLOATS=tile_floats(bk),
                     RI=t.ri, COL_STEP=BN // (t.tn // 4),
                     ISSUE_AFTER=t.issue_after[bk] if issue_after is None else issue_after, static_ifs=True, **layout)
 
@@ -462,24 +457,18 @@ def kernel(variant: str = "cp_async", stages: int = 3, vec_a: int = 4, vec_b: in
 
 
 def threads(tile: str = TILE) -> int:
-    """Threads of a CTA with this thread tile: 256 for the chapter's 8 x 8, 128 for 8 x 16, 256 for 8x16_256."""
+    """Threads of a CTA with this thread tile: 256 for the chapter's 8 x 8, 128 for 8 x 16."""
     return TILES[tile].threads
 
 
-def block_rows(tile: str = TILE) -> int:
-    """Rows of C a CTA computes (its tile is that by BN): 128, or 256 for 8x16_256."""
-    return TILES[tile].bm
+def tile_floats(bk: int = BK) -> int:
+    """Floats of one stage: the A tile (BM x bk) and the B tile (bk x BN)."""
+    return BM * bk + bk * BN
 
 
-def tile_floats(bk: int = BK, tile: str = TILE) -> int:
-    """Floats of one stage: the A tile (bm x bk) and the B tile (bk x BN)."""
-    return block_rows(tile) * bk + bk * BN
-
-
-def shared_bytes(stages: int, bk: int = BK, tile: str = TILE) -> int:
-    """Dynamic shared memory of the cp.async kernel: the chapter's 8 KiB per stage (16 KiB with bk 16; 12 and 24
-    KiB with the 256-row tile of 8x16_256)."""
-    return stages * tile_floats(bk, tile) * 4
+def shared_bytes(stages: int, bk: int = BK) -> int:
+    """Dynamic shared memory of the cp.async kernel: the chapter's 8 KiB per stage (16 KiB with bk 16)."""
+    return stages * tile_floats(bk) * 4
 
 
 def sgemm(A, B, C=None, alpha=1.0, beta=0.0, stages=None, variant="cp_async", stream=0, bk=None, tile=None,
@@ -556,13 +545,12 @@ def _plan(A, B, C, alpha, beta, stages, variant, stream, c_given, bk, tile=TILE,
     # 16-byte copies need 16-byte aligned rows: K (N) a multiple of 4 and A (B) 16-byte aligned
     vec_a = 4 if K % 4 == 0 and a.device_ctypes_pointer.value % 16 == 0 else 1
     vec_b = 4 if N % 4 == 0 and b.device_ctypes_pointer.value % 16 == 0 else 1
-    bm = block_rows(tile) if variant == "cp_async" else BM
-    edges = not (M % bm == 0 and N % BN == 0 and K % bk == 0 and vec_a == vec_b == 4)
-    grid = ((N + BN - 1) // BN, (M + bm - 1) // bm)
+    edges = not (M % BM == 0 and N % BN == 0 and K % bk == 0 and vec_a == vec_b == 4)
+    grid = ((N + BN - 1) // BN, (M + BM - 1) // BM)
     args = (np.int32(M), np.int32(N), np.int32(K), np.float32(alpha), a.reshape(M * K), b.reshape(K * N),
             np.float32(beta), c.reshape(M * N))
     if variant == "v4":
         return prepare_launch(kernel("v4", edges=edges), grid, THREADS, *args, stream=stream)
     return prepare_launch(kernel("cp_async", stages, vec_a, vec_b, edges, bk, tile, schedule=schedule), grid,
                           threads(tile), *args,
-                          shared_mem=shared_bytes(stages, bk, tile), stream=stream)
+                          shared_mem=shared_bytes(stages, bk), stream=stream)

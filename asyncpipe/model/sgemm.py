@@ -80,7 +80,7 @@ CHAPTER_TILE = SgemmTile()
 def kernel_tile(tile: str = "8x8", bk: int = 8, schedule: str = "plain") -> SgemmTile:
     """The model's view of ``asyncpipe.kernels.sgemm``'s cp.async kernel with thread tile ``tile``,
     stage depth ``bk`` and main loop ``schedule`` (``sgemm(tile=..., bk=..., schedule=...)``): threads and
-    the register cap and the CTA tile's rows from the kernel's own tables. The schedule changes only
+    the register cap from the kernel's own tables, the same 128 x 128 CTA tile. The schedule changes only
     the register cap (the model has no term for where the loop's shared-memory reads sit)."""
     from ..kernels import sgemm as kernels
 
@@ -93,7 +93,7 @@ def kernel_tile(tile: str = "8x8", bk: int = 8, schedule: str = "plain") -> Sgem
         registers = min(255, 65536 // (t.threads * bounds[1]))
     else:                                     # the chapter's tile at bk 8, uncapped: ptxas takes 128
         registers = CHAPTER_TILE.registers    # (tests/kernels/test_sgemm.py checks it)
-    return SgemmTile(t.bm, kernels.BN, bk, t.tm, t.tn, registers=registers)
+    return SgemmTile(kernels.BM, kernels.BN, bk, t.tm, t.tn, registers=registers)
 
 
 SCHEDULERS_PER_SM = 4                     # warp schedulers of an SM (sm_70 on)
