@@ -117,7 +117,7 @@ fi
 # bench/tune_h200.json once committed
 if [[ $STEPS == *tune* ]]; then
   python3 -m asyncpipe tune sgemm --m 4096 --n 4096 --k 4096 ${TUNE_ARGS:-} \
-    --measure-pruned --rounds 5 --json "$OUT/tune_h200.json" 2>&1 | tail -45
+    --measure-pruned --rounds 5 --json "$OUT/tune_h200.json" 2>&1 | tail -75
   row "tune" "$OUT/tune_h200.json"
 fi
 
