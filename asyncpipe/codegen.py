@@ -44,6 +44,63 @@ class Resources:
     stack: int
 
 
+@dataclass(frozen=True)
+class Instruction:
+    """One SASS instruction: its address, guard predicate (``""``, ``"@P0"``, ``"@!PT"``...), opcode with its
+    modifiers and operand text."""
+
+    address: int
+    predicate: str
+    opcode: str
+    operands: str
+
+
+@dataclass(frozen=True)
+class BankConflicts:
+    """How an instruction stream reads its FFMAs' register operands (``Cubin.ffma_bank_conflicts``)."""
+
+    ffma: int            # FFMA instructions looked at
+    conflicted: int      # ... whose register reads include two from one bank
+    reuse_flags: int     # operands they mark ``.reuse``
+
+    @property
+    def per_ffma(self) -> float:
+        return self.conflicted / self.ffma if self.ffma else 0.0
+
+
+_INSTRUCTION = re.compile(r"\s*/\*([0-9a-f]{4,})\*/\s+(@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*(?:\.[A-Za-z0-9_]+)*)([^;]*);")
+_REGISTER = re.compile(r"(?<![A-Z])R(\d+)(\.reuse)?")
+
+
+def bank_conflicts(instructions, banks: int = 2) -> BankConflicts:
+    """Count the FFMAs of ``instructions`` that read two registers from one bank (register number mod ``banks``).
+
+    Since Volta an SM sub-partition's register file has two banks; an FFMA reads up to three registers, and two
+    from one bank cost a cycle more to collect. An operand the previous instruction flagged ``.reuse`` in the
+    same slot, naming the same register, comes from the operand reuse cache and reads no bank. Any other
+    instruction between two FFMAs is taken to clear the cache.
+
+    A coarse guide, not a timing model. Four FFMA orders of the dbuf SGEMM (8 x 16, bk 16; counted on ptxas 13.5's
+    SASS, timed on the H200, whose ptxas is 13.0): row by row 0.39 conflicted a FFMA, 44.6 TFLOPS; a snake over
+    the rows 0.38, 44.3; a zigzag over row pairs 0.44, 43.5; column by column 0.59, 38.6 (``bench/h200.md``, sixth
+    session). The large differences ranked as the speed did, where the count of reuse flags (0.75, 0.78, 0.70,
+    0.84 a FFMA) ranked the slowest first; the 0.01 between the first two did not."""
+    ffma = conflicted = flags = 0
+    cached: dict[int, int] = {}               # operand slot -> register held for the next instruction
+    for ins in instructions:
+        if not ins.opcode.startswith("FFMA"):
+            cached = {}
+            continue
+        sources = _REGISTER.findall(ins.operands)[1:]          # the first register is the destination
+        reads = [int(r) for slot, (r, _) in enumerate(sources) if cached.get(slot) != int(r)]
+        cached = {slot: int(r) for slot, (r, reuse) in enumerate(sources) if reuse}
+        ffma += 1
+        flags += len(cached)
+        in_banks = [r % banks for r in reads]
+        conflicted += len(in_banks) != len(set(in_banks))
+    return BankConflicts(ffma, conflicted, flags)
+
+
 @dataclass
 class Cubin:
     """A linked cubin with helpers to read it."""
@@ -78,6 +135,32 @@ class Cubin:
             if m:
                 ops.append(m.group(1))
         return ops
+
+    @cached_property
+    def instructions(self) -> list[Instruction]:
+        """Every instruction, in order (all kernels of the cubin)."""
+        out = []
+        for line in self.sass.splitlines():
+            m = _INSTRUCTION.match(line)
+            if m:
+                out.append(Instruction(int(m.group(1), 16), (m.group(2) or "").strip(), m.group(3), m.group(4)))
+        return out
+
+    def main_loop(self) -> list[Instruction]:
+        """The instructions of the kernel's main loop: from the target of the backward branch that spans the most
+        code to that branch, leaving out those predicated off for good (``@!PT``, ptxas's padding)."""
+        ins = self.instructions
+        spans = [(i.address - int(t.group(1), 16), int(t.group(1), 16), i.address) for i in ins
+                 if i.opcode.startswith("BRA") and (t := re.search(r"0x([0-9a-f]+)", i.operands))
+                 and int(t.group(1), 16) < i.address]
+        if not spans:
+            raise ValueError("no backward branch in the SASS: the kernel has no loop")
+        _, lo, hi = max(spans)
+        return [i for i in ins if lo <= i.address <= hi and i.predicate != "@!PT"]
+
+    def ffma_bank_conflicts(self, loop: bool = True) -> BankConflicts:
+        """``bank_conflicts`` over the main loop (``loop=True``) or the whole SASS."""
+        return bank_conflicts(self.main_loop() if loop else self.instructions)
 
     def count(self, prefix: str) -> int:
         """How many instructions start with ``prefix`` (``"FFMA"``, ``"LDGSTS.E.128"``)."""

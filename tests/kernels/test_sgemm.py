@@ -76,6 +76,10 @@ def test_cp_async_8x16_bk16_dbuf_sass():
     assert len(loop) < 2048 + 96 + 80                      # FFMA, LDS and the little else the plain loop has
     # 12 LDS.128 before the loop (tile 0's k-step 0: 8 of A's quads, 4 of B); the prologue fills all 3 stages
     assert cubin.count("LDS.128") == 96 + 12 and cubin.count("LDGSTS.E.BYPASS.128") == 8 * 4
+    # Register banks: in the loop under 0.45 of the FFMAs read two registers from one bank (offline, ptxas 13.5:
+    # 0.39). The FFMA order moves it: on the H200, row by row (this kernel's) made 44.6 TFLOPS at 0.39, column by
+    # column 38.6 at 0.59, a zigzag over row pairs 43.5 at 0.44 (bench/h200.md, sixth session; codegen.bank_conflicts)
+    assert cubin.ffma_bank_conflicts().per_ffma < 0.45
 
 
 @pytest.mark.sass
