@@ -128,6 +128,9 @@ class TuneResult:
             out["model_top2"] = [c.label() for c in self.model_ranking()[:2]]
             out["measured_top2"] = [c.label() for c in ranked[:2]]
             out["model_top2_is_measured_top2"] = set(out["model_top2"]) == set(out["measured_top2"])
+        if len(ranked) >= 3:          # how far the third is behind the second: within the rounds' spread, the
+            # "measured two best" is a pick between equals (the spread column of the table)
+            out["measured_2nd_to_3rd"] = self.row(ranked[2]).measured_ms / self.row(ranked[1]).measured_ms - 1.0
         return out
 
     def to_dict(self) -> dict:

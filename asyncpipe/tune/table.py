@@ -9,11 +9,12 @@ def _ms(x) -> str:
 
 def format_table(res) -> str:
     """One line per candidate (stage count and options): shared memory and CTAs per SM, predicted / measured / refitted
-    milliseconds, TFLOPS, the check, and why a candidate was pruned or that it is the pick."""
+    milliseconds, the spread of the measured rounds ((max - min) / median: differences between candidates smaller
+    than it are noise), TFLOPS, the check, and why a candidate was pruned or that it is the pick."""
     head = f"{res.kernel} {'x'.join(map(str, res.problem))} on {res.gpu} (asyncpipe {res.version})"
     if res.from_cache:
         head += ", from the cache"
-    cols = ["config", "smem/CTA", "CTAs/SM", "predicted ms", "measured ms", "refit ms", "TFLOPS", "check", "note"]
+    cols = ["config", "smem/CTA", "CTAs/SM", "predicted ms", "measured ms", "refit ms", "spread", "TFLOPS", "check", "note"]
     lines = []
     best_ms = min((r.measured_ms for r in res.rows if r.measured_ms is not None and r.correct), default=None)
     for r in res.rows:
@@ -28,11 +29,13 @@ def format_table(res) -> str:
             note.append(f"+{100 * (r.measured_ms / best_ms - 1):.1f} %")
         smem = f"{r.shared_per_cta / 1024:.0f} KB" if r.shared_per_cta else "-"
         ctas = f"{r.ctas_per_sm} ({r.limited_by})" if r.ctas_per_sm else "-"
-        lines.append([r.config.label(), smem, ctas, _ms(r.predicted_ms), _ms(r.measured_ms), _ms(r.fitted_ms), tf,
-                      check, "  ".join(note)])
+        spread = (f"{100 * (max(r.times_ms) - min(r.times_ms)) / r.measured_ms:.2f} %"
+                  if len(r.times_ms) > 1 and r.measured_ms else "")
+        lines.append([r.config.label(), smem, ctas, _ms(r.predicted_ms), _ms(r.measured_ms), _ms(r.fitted_ms), spread,
+                      tf, check, "  ".join(note)])
     widths = [max(len(c), *(len(l[i]) for l in lines)) for i, c in enumerate(cols)]
     def fmt(row):                            # the configuration left-aligned, the numbers right-aligned
-        cells = (v.ljust(w) if i == 0 else v.rjust(w) if i < 8 else v for i, (v, w) in enumerate(zip(row, widths)))
+        cells = (v.ljust(w) if i == 0 else v.rjust(w) if i < 9 else v for i, (v, w) in enumerate(zip(row, widths)))
         return "  ".join(cells)
     out = [head, fmt(cols), fmt(["-" * w for w in widths])] + [fmt(l) for l in lines]
     out.append("model: " + ", ".join(f"{k}={v}" for k, v in res.calibration.items() if k != "source"))

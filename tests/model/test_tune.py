@@ -121,6 +121,27 @@ def test_the_table_shows_prediction_beside_measurement(tmp_path):
     assert "check model_top2: ['3', '4']" in text and res.fitted_calibration is not None
 
 
+class Noisy(Fake):
+    """Each stage count's rounds take its time times 1.000, 1.004, 0.998, 1.000, ... in turn."""
+
+    def time(self, c):
+        factor = (1.000, 1.004, 0.998)[sum(1 for call in self.calls if call == ("time", c.stages)) % 3]
+        return super().time(c) * factor
+
+
+def test_the_table_shows_the_spread_of_the_rounds(tmp_path):
+    res = run(Noisy(), tmp_path, rounds=3)
+    assert res.row(3).times_ms == pytest.approx([3.26, 3.26 * 1.004, 3.26 * 0.998])
+    header, _, *lines = res.table().splitlines()[1:]
+    assert "spread" in header
+    line3 = next(l for l in lines if l.startswith("3 "))
+    assert "0.60 %" in line3                                  # (1.004 - 0.998) / 1.000
+    # 5 and 6 both take 3.30: the third is no slower than the second
+    assert res.checks()["measured_2nd_to_3rd"] == pytest.approx(0.0)
+    one = run(Fake(), tmp_path, rounds=1, use_cache=False)
+    assert " %" not in next(l for l in one.table().splitlines() if l.startswith("3 ")).split("ok")[0]
+
+
 def test_the_cache_remembers_per_gpu_kernel_problem_and_version(tmp_path):
     path = tmp_path / "t.json"
     run(Fake(), tmp_path)
