@@ -125,18 +125,6 @@ class Cubin:
         return self._dump("--dump-sass")
 
     @cached_property
-    def opcodes(self) -> list[str]:
-        """Every instruction's opcode with its modifiers (``LDGSTS.E.BYPASS.128``,
-        ``HGMMA.64x256x16.F32.BF16``), in order."""
-        ops = []
-        for line in self.sass.splitlines():
-            # modifiers may hold a lower-case "x": HGMMA.64x256x16.F32.BF16
-            m = re.match(r"\s*/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*(?:\.[A-Za-z0-9_]+)*)", line)
-            if m:
-                ops.append(m.group(1))
-        return ops
-
-    @cached_property
     def instructions(self) -> list[Instruction]:
         """Every instruction, in order (all kernels of the cubin)."""
         out = []
@@ -145,6 +133,12 @@ class Cubin:
             if m:
                 out.append(Instruction(int(m.group(1), 16), (m.group(2) or "").strip(), m.group(3), m.group(4)))
         return out
+
+    @cached_property
+    def opcodes(self) -> list[str]:
+        """Every instruction's opcode with its modifiers (``LDGSTS.E.BYPASS.128``,
+        ``HGMMA.64x256x16.F32.BF16``: modifiers may hold a lower-case "x"), in order."""
+        return [i.opcode for i in self.instructions]
 
     def main_loop(self) -> list[Instruction]:
         """The instructions of the kernel's main loop: from the target of the backward branch that spans the most
@@ -164,7 +158,7 @@ class Cubin:
 
     def count(self, prefix: str) -> int:
         """How many instructions start with ``prefix`` (``"FFMA"``, ``"LDGSTS.E.128"``)."""
-        return sum(op == prefix or op.startswith(prefix + ".") or op.startswith(prefix) for op in self.opcodes)
+        return sum(op.startswith(prefix) for op in self.opcodes)
 
     @cached_property
     def resources(self) -> Resources:
