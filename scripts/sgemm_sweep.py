@@ -81,7 +81,7 @@ def launcher(name: str, n: int, shared_mem: int | None = None, arrays=None):
         return prepare_launch(S.kernel("v4", edges=False), grid, S.THREADS, *args), (a, b, c)
     k = S.kernel("cp_async", cfg.get("stages", 3), 4, 4, False, cfg.get("bk", 8), cfg.get("tile", "8x8"),
                  cfg.get("issue_after"), cfg.get("schedule", S.SCHEDULE))
-    own = S.shared_bytes(cfg.get("stages", 3), cfg.get("bk", 8))
+    own = S.shared_bytes(cfg.get("stages", 3), cfg.get("bk", 8), cfg.get("schedule", S.SCHEDULE))
     return prepare_launch(k, grid, S.threads(cfg.get("tile", "8x8")), *args,
                           shared_mem=own if shared_mem is None else shared_mem), (a, b, c)
 

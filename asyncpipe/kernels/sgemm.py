@@ -41,7 +41,7 @@ from ..errors import check
 from ..host.plans import PlanCache
 from ..jit_cache import jit
 from .unroll import kernel_part, registers, splice, unroll, unrolled
-from .vector import load_x4, store_x4
+from .vector import load_shared_x2, load_x4, store_x4
 
 BM, BN, BK, TM, TN = 128, 128, 8, 8, 8
 THREADS = (BM * BN) // (TM * TN)          # 256
@@ -108,6 +108,14 @@ TILE = "8x8"
 # fragments double-buffered in registers, the barrier before the last k-step's FFMAs)
 SCHEDULES = ("plain", "dbuf")
 SCHEDULE = "plain"
+# Floats of padding after each row of the A tile in shared memory, per schedule: its rows sit BK + A_PAD floats
+# apart (``a_pitch``). The dbuf loop reads A two k-steps at a time (LDS.64); with rows 8 floats longer its four
+# lanes' rows of a read fall in four bank groups, and ptxas's allocation of the loop conflicts less. On the H200
+# at 4096^3 (8 x 16, bk 16, 3 stages; bench/h200.md, seventh session), against 44.6 TFLOPS for main's LDS.128 of
+# four k-steps unpadded: pairs with padding 0 / 4 / 8 / 12 / 20 / 24 made 44.0 / 45.0 / 45.6 / 45.0 / 45.0 / 45.6,
+# four k-steps with padding 8 made 44.1, one k-step at a time (LDS.32) 44.2 / 44.6 / 45.1 at 0 / 4 / 8. The
+# plain loop keeps the chapter's unpadded tile.
+A_PAD = {"plain": 0, "dbuf": 8}
 
 
 def launch_bounds(edges: bool, bk: int = 8, tile: str = TILE, schedule: str = SCHEDULE) -> tuple[int, ...]:
@@ -133,18 +141,20 @@ def ring_copies():
     # Outside the matrix a copy reads 0 bytes (zero fill) from element 0. In the interior the global
     # offsets of this thread's copies are kept in a_src, b_src and advanced by one tile per step
     # instead of being recomputed from kt (a 64-bit multiply per tile).
+    # A's rows sit LDA floats apart in shared memory (BK, or BK plus padding: see A_PAD); B's are unpadded.
     def issue(stage, kt, a_src, b_src):               # one tile of A (BM x BK) and B (BK x BN)
         k0 = kt * BK
         for r in unroll(BM * BK // (THREADS * VEC_A)):
             e = (r * THREADS + tid) * VEC_A
+            dst = stage + e if LDA == BK else stage + (e // BK) * LDA + e % BK    # row e // BK, column e % BK
             if EDGES:
                 gr = row0 + e // BK
                 gc = k0 + e % BK
                 nbytes = max(0, min(VEC_A, K - gc)) * 4 if gr < M else 0
                 src = gr * K + gc if nbytes > 0 else 0
-                copy_a(ptx.addr(smem, stage + e), ptx.addr(A, src), nbytes)
+                copy_a(ptx.addr(smem, dst), ptx.addr(A, src), nbytes)
             else:
-                ptx.cp_async_cg_shared_global_16(ptx.addr(smem, stage + e), ptx.addr(A, a_src + r * (THREADS * VEC_A // BK) * K))
+                ptx.cp_async_cg_shared_global_16(ptx.addr(smem, dst), ptx.addr(A, a_src + r * (THREADS * VEC_A // BK) * K))
         for r in unroll(BK * BN // (THREADS * VEC_B)):
             e = (r * THREADS + tid) * VEC_B
             if EDGES:
@@ -152,9 +162,9 @@ def ring_copies():
                 gc = col0 + e % BN
                 nbytes = max(0, min(VEC_B, N - gc)) * 4 if gr < K else 0
                 src = gr * N + gc if nbytes > 0 else 0
-                copy_b(ptx.addr(smem, stage + BM * BK + e), ptx.addr(B, src), nbytes)
+                copy_b(ptx.addr(smem, stage + BM * LDA + e), ptx.addr(B, src), nbytes)
             else:
-                ptx.cp_async_cg_shared_global_16(ptx.addr(smem, stage + BM * BK + e), ptx.addr(B, b_src + r * (THREADS * VEC_B // BN) * N))
+                ptx.cp_async_cg_shared_global_16(ptx.addr(smem, stage + BM * LDA + e), ptx.addr(B, b_src + r * (THREADS * VEC_B // BN) * N))
 
     # interior: this thread's first 16-byte copy of A and of B, at k0 = 0
     v = tid * 4
@@ -290,20 +300,18 @@ def sgemm_cp_async_dbuf(M, N, K, alpha, A, B, beta, C):
     splice(ring_copies)                               # issue(), issue_next(); tiles 0 .. AHEAD-1 in flight
 
     acc = registers(TM, TN, dtype=float32)
-    # Fragments. B: two k-steps, [d % 2] holds k-step d's. A: two quads of k-steps, [(d // 4) % 2, i, d % 4] holds
-    # k-step d's, read four k-steps at a time (one LDS.128 a row, as LLVM merges them in the plain loop; read a
-    # k-step at a time, tile kt+1's k-step 0 would be read alone after the barrier and again, merged with
-    # k-steps 1-3, in the next iteration: 8 more LDS a tile). BK is a multiple of 8, so each tile starts with
-    # set 0 of both.
-    frag_a = registers(2, TM, 4, dtype=float32)
+    # Fragments. B: two k-steps, [d % 2] holds k-step d's. A: two pairs of k-steps, [(d // 2) % 2, i, d % 2] holds
+    # k-step d's, read two k-steps at a time (one LDS.64 a row: load_shared_x2, which LLVM does not merge into
+    # LDS.128 of four k-steps as it does the plain loop's reads; see A_PAD for what that bought). BK is even, so
+    # each tile starts with set 0 of both.
+    frag_a = registers(2, TM, 2, dtype=float32)
     frag_n = registers(2, TN, dtype=float32)
     ptx.cp_async_wait_group(AHEAD - 1)                # tile 0 has landed ...
     cuda.syncthreads()                                # ... for every thread
-    a_base = row_base * BK
-    b_base = BM * BK + thread_col * 4
+    a_base = row_base * LDA
+    b_base = BM * LDA + thread_col * 4
     for i in unroll(TM):
-        for q in unroll(4):
-            frag_a[0, i, q] = smem[a_base + i * RI * BK + q]
+        frag_a[0, i, 0], frag_a[0, i, 1] = load_shared_x2(smem, a_base + i * RI * LDA)
     for j in unroll(TN):
         frag_n[0, j] = smem[b_base + (j // 4) * COL_STEP + j % 4]
     # ---- main loop ------------------------------------------------------------------------------
@@ -312,30 +320,29 @@ def sgemm_cp_async_dbuf(M, N, K, alpha, A, B, beta, C):
     read = 0
     write = (STAGES - 1) * TILE_FLOATS
     for kt in range(num_tiles):
-        a_base = read + row_base * BK
-        b_base = read + BM * BK + thread_col * 4
+        a_base = read + row_base * LDA
+        b_base = read + BM * LDA + thread_col * 4
         nread = read + TILE_FLOATS if read < (STAGES - 1) * TILE_FLOATS else 0
         for dot in unroll(BK):
             if dot < BK - 1:                          # k-step dot+1 of tile kt into the other set
-                if (dot + 1) % 4 == 0:                # ... and its quad of A
+                if (dot + 1) % 2 == 0:                # ... and its pair of A
                     for i in unroll(TM):
-                        for q in unroll(4):
-                            frag_a[((dot + 1) // 4) % 2, i, q] = smem[a_base + i * RI * BK + dot + 1 + q]
+                        frag_a[((dot + 1) // 2) % 2, i, 0], frag_a[((dot + 1) // 2) % 2, i, 1] = load_shared_x2(
+                            smem, a_base + i * RI * LDA + dot + 1)
                 for j in unroll(TN):
                     frag_n[(dot + 1) % 2, j] = smem[b_base + (dot + 1) * BN + (j // 4) * COL_STEP + j % 4]
-            else:                                     # tile kt+1's k-step 0 (and A's k-steps 0-3) into set 0
+            else:                                     # tile kt+1's k-step 0 (and A's k-steps 0-1) into set 0
                 ptx.cp_async_wait_group(STAGES - 2)   # tile kt+1 has landed (for this thread) ...
                 cuda.syncthreads()                    # ... for every thread; tile kt is consumed
                 for i in unroll(TM):
-                    for q in unroll(4):
-                        frag_a[0, i, q] = smem[nread + row_base * BK + i * RI * BK + q]
+                    frag_a[0, i, 0], frag_a[0, i, 1] = load_shared_x2(smem, nread + row_base * LDA + i * RI * LDA)
                 for j in unroll(TN):
-                    frag_n[0, j] = smem[nread + BM * BK + thread_col * 4 + (j // 4) * COL_STEP + j % 4]
+                    frag_n[0, j] = smem[nread + BM * LDA + thread_col * 4 + (j // 4) * COL_STEP + j % 4]
             if dot == DB_SLOT:                        # tile kt + AHEAD into tile kt's stage or tile kt-1's
                 a_src, b_src = issue_next(kt, read if AHEAD == STAGES else write, a_src, b_src)
             for i in unroll(TM):
                 for j in unroll(TN):
-                    acc[i, j] += frag_a[(dot // 4) % 2, i, dot % 4] * frag_n[dot % 2, j]
+                    acc[i, j] += frag_a[(dot // 2) % 2, i, dot % 2] * frag_n[dot % 2, j]
         write = read
         read = nread
     ptx.cp_async_wait_all()                           # nothing in flight at exit
@@ -437,12 +444,12 @@ def kernel_source(variant: str = "cp_async", stages: int = 3, vec_a: int = 4, ve
         if not 0 <= slot < bk:
             raise ValueError(f"issue_after (the k-step slot of the copies) must be in 0..{bk - 1} for dbuf")
         return unrolled(sgemm_cp_async_dbuf, STAGES=stages, VEC_A=vec_a, VEC_B=vec_b, EDGES=edges,
-                        copy_a=_COPY[vec_a], copy_b=_COPY[vec_b], BK=bk, TILE_FLOATS=tile_floats(bk),
-                        RI=t.ri, COL_STEP=BN // (t.tn // 4), DB_SLOT=slot,
+                        copy_a=_COPY[vec_a], copy_b=_COPY[vec_b], BK=bk, LDA=a_pitch(bk, schedule),
+                        TILE_FLOATS=tile_floats(bk, schedule), RI=t.ri, COL_STEP=BN // (t.tn // 4), DB_SLOT=slot,
                         AHEAD=stages - 1 if slot < bk - 1 else stages, static_ifs=True, **layout)
     return unrolled(sgemm_cp_async, STAGES=stages, AHEAD=stages - 1, VEC_A=vec_a, VEC_B=vec_b, EDGES=edges,
-                    copy_a=_COPY[vec_a], copy_b=_COPY[vec_b], BK=bk, TILE_FLOATS=tile_floats(bk),
-                    RI=t.ri, COL_STEP=BN // (t.tn // 4),
+                    copy_a=_COPY[vec_a], copy_b=_COPY[vec_b], BK=bk, LDA=a_pitch(bk, schedule),
+                    TILE_FLOATS=tile_floats(bk, schedule), RI=t.ri, COL_STEP=BN // (t.tn // 4),
                     ISSUE_AFTER=t.issue_after[bk] if issue_after is None else issue_after, static_ifs=True, **layout)
 
 
@@ -461,14 +468,20 @@ def threads(tile: str = TILE) -> int:
     return TILES[tile].threads
 
 
-def tile_floats(bk: int = BK) -> int:
-    """Floats of one stage: the A tile (BM x bk) and the B tile (bk x BN)."""
-    return BM * bk + bk * BN
+def a_pitch(bk: int = BK, schedule: str = SCHEDULE) -> int:
+    """Floats from one row of a stage's A tile to the next: ``bk``, plus ``A_PAD`` for the schedule."""
+    return bk + A_PAD[schedule]
 
 
-def shared_bytes(stages: int, bk: int = BK) -> int:
-    """Dynamic shared memory of the cp.async kernel: the chapter's 8 KiB per stage (16 KiB with bk 16)."""
-    return stages * tile_floats(bk) * 4
+def tile_floats(bk: int = BK, schedule: str = SCHEDULE) -> int:
+    """Floats of one stage: the A tile (BM rows of ``a_pitch``) and the B tile (bk x BN)."""
+    return BM * a_pitch(bk, schedule) + bk * BN
+
+
+def shared_bytes(stages: int, bk: int = BK, schedule: str = SCHEDULE) -> int:
+    """Dynamic shared memory of the cp.async kernel: the chapter's 8 KiB per stage (16 KiB with bk 16); the dbuf
+    schedule's padded A rows add 4 KiB a stage."""
+    return stages * tile_floats(bk, schedule) * 4
 
 
 def sgemm(A, B, C=None, alpha=1.0, beta=0.0, stages=None, variant="cp_async", stream=0, bk=None, tile=None,
@@ -553,4 +566,4 @@ def _plan(A, B, C, alpha, beta, stages, variant, stream, c_given, bk, tile=TILE,
         return prepare_launch(kernel("v4", edges=edges), grid, THREADS, *args, stream=stream)
     return prepare_launch(kernel("cp_async", stages, vec_a, vec_b, edges, bk, tile, schedule=schedule), grid,
                           threads(tile), *args,
-                          shared_mem=shared_bytes(stages, bk), stream=stream)
+                          shared_mem=shared_bytes(stages, bk, schedule), stream=stream)

@@ -6,6 +6,15 @@ values; ``store_x4(a, i, v0, v1, v2, v3)`` one 16-byte store. The caller promise
 promises: ``&a[i]`` is 16-byte aligned (4-byte elements, ``i`` a multiple of 4, the array's base and
 row pitch 16-byte aligned; shared arrays declared with ``alignment=16``). Nothing checks it on the
 GPU: a misaligned address is a misaligned-address fault.
+
+``load_shared_x2(smem, i)`` is one 8-byte shared-memory load (``LDS.64``) of ``smem[i], smem[i + 1]``
+that LLVM cannot merge with its neighbours: two of them at ``i`` and ``i + 2`` stay two ``LDS.64``,
+where plain reads of four consecutive elements become one ``LDS.128`` whenever LLVM can prove the
+alignment (it does for a kernel's dynamic shared array). A register-tiled loop uses it to decide how
+many k-steps a fragment load covers, not the vectorizer: fewer values in flight, fewer registers. It
+is an ``ld.shared.v2.f32`` written as inline PTX with side effects, so LLVM keeps it in order with
+barriers and other side effects (ptxas schedules it as any shared load). ``smem`` must be a shared
+array and ``&smem[i]`` 8-byte aligned (``i`` even for 4-byte elements).
 """
 
 from __future__ import annotations
@@ -65,8 +74,31 @@ def _store_x4(typingctx, arr, idx, v0, v1, v2, v3):
     return sig, codegen
 
 
-def _check_aligned_sim(api, arr, idx):
-    """What the GPU would fault on, named: ``&a[i]`` not 16-byte aligned."""
+@intrinsic
+def _load_shared_x2(typingctx, arr, idx):
+    if not (_fits(arr, idx) and arr.dtype == types.float32):
+        return None
+    sig = types.UniTuple(types.float32, 2)(arr, idx)
+
+    def codegen(context, builder, sig, args):
+        aryty, idxty = sig.args
+        ary = context.make_array(aryty)(context, builder, args[0])
+        index = context.cast(builder, args[1], idxty, types.intp)
+        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [index], wraparound=False)
+        shared = builder.addrspacecast(ptr, ir.PointerType(ir.FloatType(), 3))   # generic -> .shared window
+        offset = builder.ptrtoint(shared, ir.IntType(32))
+        pair = ir.LiteralStructType([ir.FloatType(), ir.FloatType()])
+        asm = ir.InlineAsm(ir.FunctionType(pair, [ir.IntType(32)]), "ld.shared.v2.f32 {$0, $1}, [$2];", "=f,=f,r",
+                           side_effect=True)
+        res = builder.call(asm, [offset])
+        values = [builder.extract_value(res, k) for k in range(2)]
+        return context.make_tuple(builder, sig.return_type, values)
+
+    return sig, codegen
+
+
+def _check_aligned_sim(api, arr, idx, nbytes=16):
+    """What the GPU would fault on, named: ``&a[i]`` not ``nbytes``-byte aligned."""
     from threading import current_thread
 
     from ..sim.arrays import addr
@@ -74,15 +106,32 @@ def _check_aligned_sim(api, arr, idx):
     from ..sim.where import here
 
     off = addr(arr, idx).off
-    if off % 16:
-        raise SimUsageError(api, "&a[i] must be 16-byte aligned (a 16-byte vector access)",
-                            f"i = {idx}, {off % 16} bytes past a 16-byte boundary", "asyncpipe.kernels.vector",
+    if off % nbytes:
+        raise SimUsageError(api, f"&a[i] must be {nbytes}-byte aligned (a {nbytes}-byte vector access)",
+                            f"i = {idx}, {off % nbytes} bytes past a {nbytes}-byte boundary",
+                            "asyncpipe.kernels.vector",
                             where=here(current_thread()) if hasattr(current_thread(), "run") else "")
 
 
 def _load_x4_sim(arr, idx):
     _check_aligned_sim("load_x4", arr, idx)
     return arr[idx], arr[idx + 1], arr[idx + 2], arr[idx + 3]
+
+
+def _load_shared_x2_sim(arr, idx):
+    from threading import current_thread
+
+    from ..sim.arrays import SHARED, addr
+    from ..sim.errors import SimUsageError
+    from ..sim.where import here
+
+    p = addr(arr, idx)
+    if p.space != SHARED:
+        raise SimUsageError("load_shared_x2", "smem must be a shared-memory array (ld.shared)",
+                            f"a {p.space} array", "asyncpipe.kernels.vector",
+                            where=here(current_thread()) if hasattr(current_thread(), "run") else "")
+    _check_aligned_sim("load_shared_x2", arr, idx, 8)
+    return arr[idx], arr[idx + 1]
 
 
 def _store_x4_sim(arr, idx, v0, v1, v2, v3):
@@ -92,5 +141,8 @@ def _store_x4_sim(arr, idx, v0, v1, v2, v3):
 
 load_x4 = _load_x4_sim if simulating() else _load_x4
 store_x4 = _store_x4_sim if simulating() else _store_x4
+load_shared_x2 = _load_shared_x2_sim if simulating() else _load_shared_x2
 load_x4.__doc__ = "``(a[i], a[i+1], a[i+2], a[i+3])`` in one 16-byte load; ``&a[i]`` must be 16-byte aligned."
 store_x4.__doc__ = "``a[i:i+4] = v0, v1, v2, v3`` in one 16-byte store; ``&a[i]`` must be 16-byte aligned."
+load_shared_x2.__doc__ = ("``(smem[i], smem[i+1])`` of a float32 shared array in one 8-byte load LLVM does not merge with "
+                          "others (see the module doc); ``&smem[i]`` must be 8-byte aligned.")

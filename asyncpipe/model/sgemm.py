@@ -49,6 +49,7 @@ class SgemmTile:
     registers: int = 128
     min_stages: int = 2
     max_stages: int = 8
+    a_pad: int = 0                # floats after each row of the A tile in shared memory (the dbuf kernel's 8)
 
     @property
     def threads(self) -> int:
@@ -62,8 +63,9 @@ class SgemmTile:
 
     @property
     def stage_bytes(self) -> int:
-        """One stage: A's BM x BK tile and B's BK x BN tile (8 KB for the chapter's tile)."""
-        return stage_bytes((self.bm, self.bk), (self.bk, self.bn), element_bytes=self.element_bytes)
+        """One stage: A's BM x BK tile (rows padded by ``a_pad``) and B's BK x BN tile (8 KB for the chapter's
+        tile)."""
+        return stage_bytes((self.bm, self.bk + self.a_pad), (self.bk, self.bn), element_bytes=self.element_bytes)
 
     def shared_bytes(self, stages: int) -> int:
         """Dynamic shared memory of an S-stage kernel: 16 / 24 / 32 KB for 2 / 3 / 4 stages."""
@@ -81,7 +83,8 @@ def kernel_tile(tile: str = "8x8", bk: int = 8, schedule: str = "plain") -> Sgem
     """The model's view of ``asyncpipe.kernels.sgemm``'s cp.async kernel with thread tile ``tile``,
     stage depth ``bk`` and main loop ``schedule`` (``sgemm(tile=..., bk=..., schedule=...)``): threads and
     the register cap from the kernel's own tables, the same 128 x 128 CTA tile. The schedule changes only
-    the register cap (the model has no term for where the loop's shared-memory reads sit)."""
+    the register cap and the shared memory (dbuf pads A's rows; the model has no term for where the loop's
+    shared-memory reads sit)."""
     from ..kernels import sgemm as kernels
 
     check(tile in kernels.TILES, API, f"tile must be one of {tuple(kernels.TILES)}", repr(tile))
@@ -93,7 +96,7 @@ def kernel_tile(tile: str = "8x8", bk: int = 8, schedule: str = "plain") -> Sgem
         registers = min(255, 65536 // (t.threads * bounds[1]))
     else:                                     # the chapter's tile at bk 8, uncapped: ptxas takes 128
         registers = CHAPTER_TILE.registers    # (tests/kernels/test_sgemm.py checks it)
-    return SgemmTile(kernels.BM, kernels.BN, bk, t.tm, t.tn, registers=registers)
+    return SgemmTile(kernels.BM, kernels.BN, bk, t.tm, t.tn, registers=registers, a_pad=kernels.A_PAD[schedule])
 
 
 SCHEDULERS_PER_SM = 4                     # warp schedulers of an SM (sm_70 on)

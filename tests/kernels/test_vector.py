@@ -1,11 +1,12 @@
-"""load_x4 / store_x4: one 16-byte instruction for four 4-byte elements."""
+"""load_x4 / store_x4: one 16-byte instruction for four 4-byte elements; load_shared_x2: one 8-byte shared load
+that stays one."""
 
 import numpy as np
 import pytest
 from numba import cuda
 from numba.cuda import types
 
-from asyncpipe.kernels.vector import load_x4, store_x4
+from asyncpipe.kernels.vector import load_shared_x2, load_x4, store_x4
 from tests.sass import assert_sass
 
 
@@ -37,3 +38,33 @@ def test_copy4_gpu(rng):
     dst = cuda.to_device(np.full(512, np.nan, np.float32))
     cuda.jit(copy4)[1, 128](cuda.to_device(src), dst)
     np.testing.assert_array_equal(dst.copy_to_host(), src.reshape(-1, 2, 2)[:, :, ::-1].reshape(-1))
+
+
+def pairs(src, dst):
+    tile = cuda.shared.array(512, np.float32, alignment=16)
+    i = cuda.threadIdx.x * 4
+    v = load_x4(src, i)
+    store_x4(tile, i, v[0], v[1], v[2], v[3])
+    cuda.syncthreads()
+    lo = load_shared_x2(tile, i)                  # two aligned neighbours: plain reads would become one LDS.128
+    hi = load_shared_x2(tile, i + 2)
+    store_x4(dst, i, hi[1], hi[0], lo[1], lo[0])
+
+
+@pytest.mark.sass
+def test_load_shared_x2_stays_two_lds64():
+    cubin = assert_sass(pairs, (types.float32[::1], types.float32[::1]), has=("LDS.64",))
+    assert cubin.count("LDS.64") == 2 and cubin.count("LDS.128") == 0
+
+
+def test_load_shared_x2_takes_float32_arrays_only():
+    with pytest.raises(Exception, match="load_shared_x2|_load_shared_x2|No implementation"):
+        cuda.compile_ptx(lambda a: load_shared_x2(a, 0), (types.float64[::1],), cc=(9, 0))
+
+
+@pytest.mark.gpu
+def test_pairs_gpu(rng):
+    src = rng.standard_normal(512).astype(np.float32)
+    dst = cuda.to_device(np.full(512, np.nan, np.float32))
+    cuda.jit(pairs)[1, 128](cuda.to_device(src), dst)
+    np.testing.assert_array_equal(dst.copy_to_host(), src.reshape(-1, 4)[:, ::-1].reshape(-1))

@@ -23,6 +23,8 @@ def test_the_tile_is_the_kernels_tile():
     assert t.threads == kernel.THREADS
     assert (t.min_stages, t.max_stages) == (kernel.MIN_STAGES, kernel.MAX_STAGES)
     assert all(t.shared_bytes(s) == kernel.shared_bytes(s) for s in range(2, 9))
+    dbuf = M.kernel_tile("8x16", 16, "dbuf")      # padded A rows: the model counts the kernel's bytes
+    assert all(dbuf.shared_bytes(s) == kernel.shared_bytes(s, 16, "dbuf") for s in range(2, 9))
     # the default register count is what two CTAs per SM leave a thread (the interior kernel's 128)
     threads, ctas = kernel.THREADS, kernel.CTAS_PER_SM
     assert t.registers == H200.registers_per_sm // (threads * ctas)

@@ -40,7 +40,7 @@ def test_sgemm(variant, stages, m, n, k, bk, tile, rng):
     assert rel_err(c.copy_to_host(), ref) < 1e-5
 
 
-def _launch_cp_async(a, b, c, stages, bk, tile, fn, alpha=1.5, beta=-0.5):
+def _launch_cp_async(a, b, c, stages, bk, tile, fn, alpha=1.5, beta=-0.5, schedule="plain"):
     """Launches ``fn`` (an unrolled cp.async kernel source, any options) as ``sgemm`` would."""
     from asyncpipe.host.launch import prepare_launch
     from asyncpipe.jit_cache import jit
@@ -53,7 +53,7 @@ def _launch_cp_async(a, b, c, stages, bk, tile, fn, alpha=1.5, beta=-0.5):
     dc = cuda.to_device(c.reshape(-1))
     grid = ((n + S.BN - 1) // S.BN, (m + S.BM - 1) // S.BM)
     prepare_launch(kern, grid, S.threads(tile), np.int32(m), np.int32(n), np.int32(k), np.float32(alpha), da, db,
-                   np.float32(beta), dc, shared_mem=S.shared_bytes(stages, bk))()
+                   np.float32(beta), dc, shared_mem=S.shared_bytes(stages, bk, schedule))()
     return dc.copy_to_host().reshape(m, n)
 
 
@@ -87,7 +87,7 @@ def test_sgemm_dbuf(stages, m, n, k, bk, tile, issue_after, rng):
         got = c.copy_to_host()
     else:
         got = _launch_cp_async(a, b, c0, stages, bk, tile, lambda va, vb, e: S.kernel_source(
-            "cp_async", stages, va, vb, e, bk, tile, issue_after, "dbuf"))
+            "cp_async", stages, va, vb, e, bk, tile, issue_after, "dbuf"), schedule="dbuf")
     assert rel_err(got, ref) < 1e-5
 
 
@@ -103,13 +103,14 @@ def test_sgemm_dbuf_wrong_stage_reuse_is_caught(slot, ahead, error, rng):
 
     def fn(va, vb, e):
         return unrolled(S.sgemm_cp_async_dbuf, STAGES=stages, VEC_A=va, VEC_B=vb, EDGES=e, copy_a=S._COPY[va],
-                        copy_b=S._COPY[vb], BK=bk, TILE_FLOATS=S.tile_floats(bk), RI=t.ri, COL_STEP=S.BN // (t.tn // 4),
+                        copy_b=S._COPY[vb], BK=bk, LDA=S.a_pitch(bk, "dbuf"), TILE_FLOATS=S.tile_floats(bk, "dbuf"),
+                        RI=t.ri, COL_STEP=S.BN // (t.tn // 4),
                         DB_SLOT=slot, AHEAD=ahead, static_ifs=True, TM=t.tm, TN=t.tn, THREADS=t.threads)
 
     a = rng.standard_normal((128, 96)).astype(np.float32)
     b = rng.standard_normal((96, 128)).astype(np.float32)
     with pytest.raises(getattr(sim_errors, error)):
-        _launch_cp_async(a, b, np.zeros((128, 128), np.float32), stages, bk, tile, fn, beta=0.0)
+        _launch_cp_async(a, b, np.zeros((128, 128), np.float32), stages, bk, tile, fn, beta=0.0, schedule="dbuf")
 
 
 @pytest.mark.parametrize("bk,tile", [(8, "8x8"), (16, "8x16")])
