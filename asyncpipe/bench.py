@@ -84,17 +84,17 @@ def d2d_read_gbps(n_floats: int) -> float | None:
 # cp.async stage counts the full bench times (each is a separate ~25 s compile; the tuner covers 2..8)
 SGEMM_STAGES = (2, 3, 4, 5)
 SGEMM_BK16_STAGES = (3, 4)   # the 16-deep stage (sgemm(bk=16)), beside the chapter's 8
-SGEMM_8X16 = ((3, 8, "plain", False), (3, 16, "plain", False), (3, 16, "dbuf", False), (4, 16, "dbuf", False),
-              (3, 16, "dbuf", True))      # (stages, bk, schedule, split_last_wave) of the 8 x 16 thread tile
+SGEMM_8X16 = ((3, 8, "plain"), (3, 16, "plain"), (3, 16, "dbuf"), (4, 16, "dbuf"))   # (stages, bk, schedule) of the
+                                                                                        # 8 x 16 thread tile
 
 
 def sgemm_configs(stages_list=SGEMM_STAGES) -> list[tuple]:
-    """(variant, stages, bk, tile, schedule, split_last_wave) of every SGEMM the bench times: v4, the chapter's cp.async
+    """(variant, stages, bk, tile, schedule) of every SGEMM the bench times: v4, the chapter's cp.async
     tile (bk 8) at each stage count, the 16-deep stage at 3 and 4, and the 8 x 16 thread tile (with both
-    main loops, and the dbuf loop in a stream-K grid)."""
-    return ([("v4", 1, 8, "8x8", "plain", False)] + [("cp_async", s, 8, "8x8", "plain", False) for s in stages_list]
-            + [("cp_async", s, 16, "8x8", "plain", False) for s in SGEMM_BK16_STAGES]
-            + [("cp_async", s, bk, "8x16", sched, sk) for s, bk, sched, sk in SGEMM_8X16])
+    main loops)."""
+    return ([("v4", 1, 8, "8x8", "plain")] + [("cp_async", s, 8, "8x8", "plain") for s in stages_list]
+            + [("cp_async", s, 16, "8x8", "plain") for s in SGEMM_BK16_STAGES]
+            + [("cp_async", s, bk, "8x16", sched) for s, bk, sched in SGEMM_8X16])
 
 
 def bench_sgemm(n: int, yard: dict, ref: dict, records: list, stages_list=(2, 3, 4, 5, 6, 7, 8)):
@@ -105,10 +105,9 @@ def bench_sgemm(n: int, yard: dict, ref: dict, records: list, stages_list=(2, 3,
     b = cuda.to_device(rng.standard_normal((n, n)).astype(np.float32))
     c = cuda.device_array((n, n), np.float32)
     flop = 2.0 * n**3
-    for variant, stages, bk, tile, schedule, split_last_wave in sgemm_configs(stages_list):
-        _progress(f"sgemm {variant} stages={stages} bk={bk} tile={tile} schedule={schedule} split_last_wave={split_last_wave} n={n}")
-        kw = dict(variant=variant) if variant == "v4" else dict(stages=stages, bk=bk, tile=tile, schedule=schedule,
-                                                                 split_last_wave=split_last_wave)
+    for variant, stages, bk, tile, schedule in sgemm_configs(stages_list):
+        _progress(f"sgemm {variant} stages={stages} bk={bk} tile={tile} schedule={schedule} n={n}")
+        kw = dict(variant=variant) if variant == "v4" else dict(stages=stages, bk=bk, tile=tile, schedule=schedule)
         ms = time_ms(lambda: S.sgemm(a, b, c, **kw), reps=20)
         tf = tflops(flop, ms)
         vs = {}
@@ -120,15 +119,13 @@ def bench_sgemm(n: int, yard: dict, ref: dict, records: list, stages_list=(2, 3,
         if bk != 8 or tile != "8x8" or schedule != "plain":     # the nvcc twin has the chapter's loop only
             vs.pop("nvcc_seed", None)
         name = (f"sgemm_{variant}" + (f"_{tile}" if tile != "8x8" else "") + (f"_bk{bk}" if bk != 8 else "")
-                + (f"_{schedule}" if schedule != "plain" else "") + ("_split" if split_last_wave else ""))
+                + (f"_{schedule}" if schedule != "plain" else ""))
         rec = dict(kernel=name, shape=[n, n, n], ms=ms, tflops=tf, vs=vs)
         if variant == "cp_async":
             rec["stages"] = stages
             rec["bk"] = bk
             rec["tile"] = tile
             rec["schedule"] = schedule
-            if split_last_wave:
-                rec["split_last_wave"] = True
         records.append(rec)
 
 

@@ -71,10 +71,9 @@ def warm(variant_stages):
     import numpy as np
     from numba import cuda
     from asyncpipe.kernels.sgemm import sgemm
-    variant, stages, bk, tile, schedule, split_last_wave = variant_stages
+    variant, stages, bk, tile, schedule = variant_stages
     a = cuda.to_device(np.ones((256, 256), np.float32))
-    kw = dict(variant=variant) if variant == "v4" else dict(stages=stages, bk=bk, tile=tile, schedule=schedule,
-                                                             split_last_wave=split_last_wave)
+    kw = dict(variant=variant) if variant == "v4" else dict(stages=stages, bk=bk, tile=tile, schedule=schedule)
     sgemm(a, a, cuda.device_array((256, 256), np.float32), **kw)
     return variant_stages
 import os
@@ -88,7 +87,7 @@ if "tune" in os.environ.get("STEPS", ""):      # the tuner's candidates, as TUNE
     add_arguments(p)
     args = p.parse_args(["sgemm", "--m", "1", "--n", "1", "--k", "1", *shlex.split(os.environ.get("TUNE_ARGS", ""))])
     spec = tunable("sgemm")
-    configs += [("cp_async", kw["stages"], kw["bk"], kw["tile"], kw["schedule"], False)
+    configs += [("cp_async", kw["stages"], kw["bk"], kw["tile"], kw["schedule"])
                 for kw in map(spec.kernel_kw, spec.configs(args.stages, narrowed_option_sets(spec, args)))]
 configs = list(dict.fromkeys(configs))
 with ProcessPoolExecutor(12) as pool:          # the slow ones (8 x 16: the longest compiles) first

@@ -108,7 +108,6 @@ TILE = "8x8"
 # fragments double-buffered in registers, the barrier before the last k-step's FFMAs)
 SCHEDULES = ("plain", "dbuf")
 SCHEDULE = "plain"
-K_FIRST = False                           # True: the pipeline starts at k-tile k_first (sgemm_cp_async_dbuf_split)
 # Floats of padding after each row of the A tile in shared memory, per schedule: its rows sit BK + A_PAD floats
 # apart (``a_pitch``). The dbuf loop reads A two k-steps at a time (LDS.64); with rows 8 floats longer its four
 # lanes' rows of a read fall in four bank groups, and ptxas's allocation of the loop conflicts less. On the H200
@@ -171,9 +170,6 @@ def ring_copies():
     v = tid * 4
     a_src = (row0 + v // BK) * K + v % BK
     b_src = (v // BN) * N + col0 + v % BN
-    if K_FIRST:                                       # a part of a tile: from k-tile k_first on
-        a_src += k_first * BK
-        b_src += k_first * BK * N
     # ---- prologue: tiles 0 .. AHEAD-1 in flight, one group each --------------------------------
     for s in range(AHEAD):
         if s < num_tiles:
@@ -291,12 +287,16 @@ def sgemm_cp_async(M, N, K, alpha, A, B, beta, C):
 # DB_SLOT: the slot of the copies (0..BK-1); AHEAD: STAGES-1 if DB_SLOT < BK-1 else STAGES (``kernel_source``;
 # the other pairings are wrong and tests/sim/test_programs.py checks that the simulator says so: STAGES before the
 # barrier overwrites the stage being read, STAGES-1 after it leaves the wait one group short).
-@kernel_part
-def dbuf_pipeline():
-    """The dbuf kernel's pipeline over one output tile: the copies and their prologue (``ring_copies``), the
-    fragments, the main loop over ``num_tiles`` k-tiles of the CTA tile at (row0, col0), and the final wait.
-    Leaves the tile's sums in ``acc``. Shared by ``sgemm_cp_async_dbuf`` (one tile a CTA) and
-    ``sgemm_cp_async_dbuf_sk`` (stream-K: several tiles and parts of tiles a CTA, one after the other)."""
+def sgemm_cp_async_dbuf(M, N, K, alpha, A, B, beta, C):
+    smem = cuda.shared.array(0, float32)              # STAGES x (A tile | B tile), dynamic
+    tid = cuda.threadIdx.x
+    thread_col = tid % (BN // TN)
+    thread_row = tid // (BN // TN)
+    row_base = (thread_row // RI) * (RI * TM) + thread_row % RI     # as in sgemm_cp_async
+    row0 = cuda.blockIdx.y * BM
+    col0 = cuda.blockIdx.x * BN
+    num_tiles = (K + BK - 1) // BK
+
     splice(ring_copies)                               # issue(), issue_next(); tiles 0 .. AHEAD-1 in flight
 
     acc = registers(TM, TN, dtype=float32)
@@ -346,63 +346,7 @@ def dbuf_pipeline():
         write = read
         read = nread
     ptx.cp_async_wait_all()                           # nothing in flight at exit
-
-
-def sgemm_cp_async_dbuf(M, N, K, alpha, A, B, beta, C):
-    smem = cuda.shared.array(0, float32)              # STAGES x (A tile | B tile), dynamic
-    tid = cuda.threadIdx.x
-    thread_col = tid % (BN // TN)
-    thread_row = tid // (BN // TN)
-    row_base = (thread_row // RI) * (RI * TM) + thread_row % RI     # as in sgemm_cp_async
-    row0 = cuda.blockIdx.y * BM
-    col0 = cuda.blockIdx.x * BN
-    num_tiles = (K + BK - 1) // BK
-
-    splice(dbuf_pipeline)                             # acc = this CTA's tile of A @ B, over num_tiles k-tiles
     splice(store_c)                                   # C = alpha * acc + beta * C
-
-
-# ---- split_last_wave: the tiles of the last, partial wave cut in two along k ------------------------------------
-# One CTA a tile runs in waves: at 4096^3 the 1024 tiles fill the 264 slots (two CTAs on each of 132 SMs) 3.88
-# times, and the fourth wave runs 232 tiles on 264 slots: the kernel takes four waves' time. Here the first
-# ``dp_tiles`` tiles (whole waves) go whole, as in sgemm_cp_async_dbuf, and each of the last R tiles is cut in two
-# along k: a long part (its first ``long_k`` k-tiles) and a short one (the rest). The grid lists the whole tiles,
-# then the R long parts, then the R short parts, and the GPU starts CTAs in that order as slots free up: the long
-# parts take R slots of the last wave, the short ones take turns on the other G - R. With the short part
-# k_tiles / (1 + ceil(R / (G - R))) long, both end together and the last wave takes long_k / k_tiles of a wave
-# (``last_wave_split``). Every CTA ends with the dbuf kernel's epilogue: a long part's is the whole tile's
-# (C = alpha * acc + beta * C), a short part's writes alpha * acc to the same place in W, a workspace shaped like C,
-# and ``sgemm_add_parts`` (the launch after) adds W into C over the cut tiles. No atomics: the sums are the same on
-# every run.
-def sgemm_cp_async_dbuf_split(M, N, K, alpha, A, B, beta_c, C_out, W, dp_tiles, long_k):
-    smem = cuda.shared.array(0, float32)              # STAGES x (A tile | B tile), dynamic
-    tid = cuda.threadIdx.x
-    thread_col = tid % (BN // TN)
-    thread_row = tid // (BN // TN)
-    row_base = (thread_row // RI) * (RI * TM) + thread_row % RI     # as in sgemm_cp_async
-    tiles = (M // BM) * (N // BN)                     # in row-major order: tile t at (t // (N // BN), t % (N // BN))
-    k_tiles = K // BK
-    b = cuda.blockIdx.x                               # whole tiles, then long parts, then short parts
-    tile = b if b < tiles else b - (tiles - dp_tiles)
-    k_first = 0 if b < tiles else long_k
-    num_tiles = k_tiles if b < dp_tiles else (long_k if b < tiles else k_tiles - long_k)
-    row0 = (tile // (N // BN)) * BM
-    col0 = (tile % (N // BN)) * BN
-    C = C_out if b < tiles else W                     # a short part's sums go to the workspace ...
-    beta = beta_c if b < tiles else float32(0)        # ... alone
-
-    splice(dbuf_pipeline)                             # acc = the sums over k-tiles k_first .. k_first + num_tiles
-    splice(store_c)                                   # C = alpha * acc + beta * C
-
-
-def sgemm_add_parts(N, C, W, first_tile):
-    """C += W over the tiles split_last_wave cuts (tiles first_tile + blockIdx.x): the short parts' sums."""
-    tile = first_tile + cuda.blockIdx.x
-    row0 = (tile // (N // BN)) * BM
-    col0 = (tile % (N // BN)) * BN
-    for e in range(cuda.threadIdx.x, BM * BN, cuda.blockDim.x):
-        at = (row0 + e // BN) * N + col0 + e % BN
-        C[at] += W[at]
 
 
 def sgemm_v4(M, N, K, alpha, A, B, beta, C):
@@ -469,8 +413,7 @@ _COPY = {4: ptx.cp_async_cg_shared_global_16_src_size, 1: ptx.cp_async_ca_shared
 
 
 def kernel_source(variant: str = "cp_async", stages: int = 3, vec_a: int = 4, vec_b: int = 4, edges: bool = True,
-                  bk: int = BK, tile: str = TILE, issue_after: int | None = None, schedule: str = SCHEDULE,
-                  split_last_wave: bool = False):
+                  bk: int = BK, tile: str = TILE, issue_after: int | None = None, schedule: str = SCHEDULE):
     """The unrolled Python function of one configuration (what ``kernel`` compiles). With
     ``edges=False`` (M, N multiples of 128, K of ``bk``: the chapter's case) tiles never hang over an
     edge and the loads and stores drop their bounds arithmetic. ``bk`` (cp.async only): the k-depth
@@ -479,8 +422,7 @@ def kernel_source(variant: str = "cp_async", stages: int = 3, vec_a: int = 4, ve
     experiments; None: the tile's own): where the next tile's copies go in an iteration (ISSUE_AFTER).
     ``schedule`` (cp.async only): the main loop, ``"plain"`` (``sgemm_cp_async``) or ``"dbuf"``
     (``sgemm_cp_async_dbuf``: fragments double-buffered in registers); for ``"dbuf"``, ``issue_after`` is the
-    k-step slot of the copies, 0..bk-1 (None: bk-1, right after the barrier that ends the tile's reads).
-    ``split_last_wave`` (dbuf, interior only): ``sgemm_cp_async_dbuf_split``, whose CTAs may take a part of a tile."""
+    k-step slot of the copies, 0..bk-1 (None: bk-1, right after the barrier that ends the tile's reads)."""
     # Only the branches the constants take are kept (``static_ifs``): numba's closure inlining would
     # otherwise copy ``issue_next`` (and, at the edges, its bounds arithmetic) into every k-step of the
     # loop before pruning: 2 to 4 times the compile time, minutes at the edges. The SASS is the same
@@ -497,14 +439,11 @@ def kernel_source(variant: str = "cp_async", stages: int = 3, vec_a: int = 4, ve
         raise ValueError(f"schedule must be one of {SCHEDULES}")
     t = TILES[tile]
     layout = {} if tile == TILE else dict(TM=t.tm, TN=t.tn, THREADS=t.threads)
-    if split_last_wave and (schedule != "dbuf" or edges):
-        raise ValueError("split_last_wave needs schedule='dbuf' and edges=False")
     if schedule == "dbuf":
         slot = bk - 1 if issue_after is None else issue_after
         if not 0 <= slot < bk:
             raise ValueError(f"issue_after (the k-step slot of the copies) must be in 0..{bk - 1} for dbuf")
-        return unrolled(sgemm_cp_async_dbuf_split if split_last_wave else sgemm_cp_async_dbuf, K_FIRST=split_last_wave,
-                        STAGES=stages, VEC_A=vec_a, VEC_B=vec_b, EDGES=edges,
+        return unrolled(sgemm_cp_async_dbuf, STAGES=stages, VEC_A=vec_a, VEC_B=vec_b, EDGES=edges,
                         copy_a=_COPY[vec_a], copy_b=_COPY[vec_b], BK=bk, LDA=a_pitch(bk, schedule),
                         TILE_FLOATS=tile_floats(bk, schedule), RI=t.ri, COL_STEP=BN // (t.tn // 4), DB_SLOT=slot,
                         AHEAD=stages - 1 if slot < bk - 1 else stages, static_ifs=True, **layout)
@@ -515,12 +454,11 @@ def kernel_source(variant: str = "cp_async", stages: int = 3, vec_a: int = 4, ve
 
 
 def kernel(variant: str = "cp_async", stages: int = 3, vec_a: int = 4, vec_b: int = 4, edges: bool = True,
-           bk: int = BK, tile: str = TILE, issue_after: int | None = None, schedule: str = SCHEDULE,
-           split_last_wave: bool = False):
+           bk: int = BK, tile: str = TILE, issue_after: int | None = None, schedule: str = SCHEDULE):
     """The compiled-on-first-use ``cuda.jit`` dispatcher for one configuration."""
-    key = (variant, stages, vec_a, vec_b, edges, bk, tile, issue_after, schedule, split_last_wave)
+    key = (variant, stages, vec_a, vec_b, edges, bk, tile, issue_after, schedule)
     if key not in _kernels:
-        fn = kernel_source(variant, stages, vec_a, vec_b, edges, bk, tile, issue_after, schedule, split_last_wave)
+        fn = kernel_source(variant, stages, vec_a, vec_b, edges, bk, tile, issue_after, schedule)
         _kernels[key] = jit(fn, launch_bounds=launch_bounds(edges, bk, tile, schedule))
     return _kernels[key]
 
@@ -547,7 +485,7 @@ def shared_bytes(stages: int, bk: int = BK, schedule: str = SCHEDULE) -> int:
 
 
 def sgemm(A, B, C=None, alpha=1.0, beta=0.0, stages=None, variant="cp_async", stream=0, bk=None, tile=None,
-          schedule=None, split_last_wave=False):
+          schedule=None):
     """C = alpha * A @ B + beta * C for float32 row-major CUDA arrays (numba, CuPy, PyTorch...).
 
     ``C`` is allocated (and ``beta`` must be 0) when not given. Returns C as a numba device array
@@ -555,10 +493,7 @@ def sgemm(A, B, C=None, alpha=1.0, beta=0.0, stages=None, variant="cp_async", st
     stage, 8 as in the chapter or 16; ``tile``, the thread tile, ``"8x8"`` as in the chapter or
     ``"8x16"``: 128 threads of 8 x 16 outputs; ``schedule``, the main loop, ``"plain"`` as in the chapter or
     ``"dbuf"``: fragments double-buffered in registers, see ``sgemm_cp_async_dbuf``) or ``"v4"`` (``bk`` 8,
-    ``tile`` "8x8", ``schedule`` "plain"). ``split_last_wave`` (``schedule="dbuf"``; M and N multiples of 128, K
-    of ``bk``, 16-byte aligned rows): the tiles of the last, partial wave are cut in two along k so that it ends
-    sooner (``sgemm_cp_async_dbuf_split``); True takes the slots (CTAs the GPU runs at once) from the GPU, an
-    integer gives them. The two parts of a cut tile are added to C atomically, so their last bits may vary.
+    ``tile`` "8x8", ``schedule`` "plain").
     For ``cp_async``, what is left None (``stages``, ``tile``, ``bk``, ``schedule``) comes from the tuner's
     fastest measured configuration on this GPU and problem that agrees with what was given
     (``python -m asyncpipe tune sgemm``), else from the chapter's: 3 stages, "8x8", 8, "plain". A repeated
@@ -577,10 +512,8 @@ def sgemm(A, B, C=None, alpha=1.0, beta=0.0, stages=None, variant="cp_async", st
         a, b = as_matrix("sgemm", "A", A), as_matrix("sgemm", "B", B)
         C = cuda.device_array((a.shape[0], b.shape[1]), np.float32, stream=stream)
     key = (array_key(A), array_key(B), array_key(C),
-           *option_key(alpha, beta, stages, variant, c_given, bk, tile, schedule, split_last_wave),
-           id(stream) if stream else 0)
-    run_plan(_plans, key, lambda: _plan(A, B, C, alpha, beta, stages, variant, stream, c_given, bk, tile, schedule,
-                                        split_last_wave))
+           *option_key(alpha, beta, stages, variant, c_given, bk, tile, schedule), id(stream) if stream else 0)
+    run_plan(_plans, key, lambda: _plan(A, B, C, alpha, beta, stages, variant, stream, c_given, bk, tile, schedule))
     return C if not c_given else as_matrix("sgemm", "C", C)
 
 
@@ -605,8 +538,7 @@ def _configuration(A, B, stages, tile, bk, schedule=None) -> tuple:
 _plans = PlanCache()
 
 
-def _plan(A, B, C, alpha, beta, stages, variant, stream, c_given, bk, tile=TILE, schedule=SCHEDULE,
-          split_last_wave=False):
+def _plan(A, B, C, alpha, beta, stages, variant, stream, c_given, bk, tile=TILE, schedule=SCHEDULE):
     """The checks, the variant's kernel and the marshalled launch of one problem (``_plans``)."""
     from ..host.launch import prepare_launch
     from .checks import as_matrix, check_gemm
@@ -630,78 +562,8 @@ def _plan(A, B, C, alpha, beta, stages, variant, stream, c_given, bk, tile=TILE,
     grid = ((N + BN - 1) // BN, (M + BM - 1) // BM)
     args = (np.int32(M), np.int32(N), np.int32(K), np.float32(alpha), a.reshape(M * K), b.reshape(K * N),
             np.float32(beta), c.reshape(M * N))
-    split = split_last_wave
-    check(isinstance(split, (bool, np.bool_)) or isinstance(split, (int, np.integer)) and split >= 1, "sgemm",
-          "split_last_wave is True, False or the slots (CTAs the GPU runs at once), >= 1", repr(split))
-    if split:
-        check(variant == "cp_async" and schedule == "dbuf", "sgemm", "split_last_wave needs variant='cp_async' and "
-              "schedule='dbuf'", f"variant={variant!r}, schedule={schedule!r}")
-        check(not edges, "sgemm", f"split_last_wave needs M and N multiples of {BM}, K a multiple of bk and 16-byte "
-              "aligned rows of A and B", f"M={M}, N={N}, K={K}, bk={bk}, 16-byte rows: A {vec_a == 4}, B {vec_b == 4}")
-        return _split_plan(args, stages, bk, tile, 0 if split is True or split is np.True_ else int(split), stream)
     if variant == "v4":
         return prepare_launch(kernel("v4", edges=edges), grid, THREADS, *args, stream=stream)
     return prepare_launch(kernel("cp_async", stages, vec_a, vec_b, edges, bk, tile, schedule=schedule), grid,
                           threads(tile), *args,
                           shared_mem=shared_bytes(stages, bk, schedule), stream=stream)
-
-
-def last_wave_split(tiles: int, k_tiles: int, slots: int) -> tuple[int, int]:
-    """(dp_tiles, long_k) for ``tiles`` output tiles of ``k_tiles`` k-tiles on a GPU that runs ``slots`` CTAs at
-    once: whole waves go whole; each of the other R tiles is cut after ``long_k`` k-tiles, its short part
-    k_tiles // (1 + ceil(R / (slots - R))) long (``sgemm_cp_async_dbuf_split``). (tiles, 0): nothing to cut (the
-    tiles fill whole waves, or the short part would be empty)."""
-    slots = max(1, slots)
-    dp_tiles = (tiles // slots) * slots
-    rest = tiles - dp_tiles
-    short = k_tiles // (1 + -(-rest // (slots - rest))) if rest else 0
-    return (dp_tiles, k_tiles - short) if short >= 1 else (tiles, 0)
-
-
-def _split_plan(args, stages, bk, tile, slots, stream):
-    """The launches of ``sgemm(split_last_wave=...)``: the kernel, then the short parts added in. ``slots`` 0: the
-    CTAs the GPU runs at once (the launch bounds' CTAs per SM, as shared memory allows, times SMs)."""
-    from ..host.device import device_info
-    from ..host.launch import PreparedLaunch, prepare_launch
-
-    M, N, K, alpha, a, b, beta, c = args
-    shared = shared_bytes(stages, bk, "dbuf")
-    if not slots:
-        info = device_info("sgemm")
-        per_sm = launch_bounds(False, bk, tile, "dbuf")[1]
-        slots = info.sm_count * max(1, min(per_sm, info.max_shared_per_sm // (shared + 1024)))
-    tiles = (int(M) // BM) * (int(N) // BN)
-    dp_tiles, long_k = last_wave_split(tiles, int(K) // bk, slots)
-    work = _workspace(c.size if dp_tiles < tiles else 1, stream)
-    main = prepare_launch(kernel("cp_async", stages, 4, 4, False, bk, tile, schedule="dbuf", split_last_wave=True),
-                          tiles + (tiles - dp_tiles), threads(tile), *args, work, np.int64(dp_tiles),
-                          np.int64(long_k), shared_mem=shared, stream=stream)
-    if dp_tiles == tiles:
-        return main
-    add = prepare_launch(_add_kernel(), tiles - dp_tiles, 256, N, c, work, np.int64(dp_tiles), stream=stream)
-
-    def run():
-        main()
-        add()
-
-    return PreparedLaunch(main.config, run, keep=(main, add, work))
-
-
-_workspaces: dict = {}
-
-
-def _workspace(size: int, stream):
-    """A float32 device array of at least ``size`` elements for the short parts' sums, one per device and stream
-    (launches on one stream run in order, so they can share it), kept for reuse; the launch plans that use one keep
-    it alive too."""
-    key = (cuda.get_current_device().id, id(stream) if stream else 0)
-    w = _workspaces.get(key)
-    if w is None or w.size < size:
-        w = _workspaces[key] = cuda.device_array(size, np.float32, stream=stream)
-    return w
-
-
-def _add_kernel():
-    if "add_parts" not in _kernels:
-        _kernels["add_parts"] = jit(sgemm_add_parts)
-    return _kernels["add_parts"]

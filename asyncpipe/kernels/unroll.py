@@ -99,21 +99,6 @@ class _Splice(ast.NodeTransformer):
         return _visit_all(_Splice(self.env, self.depth + 1), body)
 
 
-class _Tidy(ast.NodeTransformer):
-    """Statement lists after expansion: a body left empty (every statement pruned) gets a ``pass``; a ``pass``
-    beside other statements goes."""
-
-    def generic_visit(self, node):
-        super().generic_visit(node)
-        for field in ("body", "orelse", "finalbody"):
-            stmts = getattr(node, field, None)
-            if not isinstance(stmts, list):
-                continue
-            kept = [st for st in stmts if not isinstance(st, ast.Pass)]
-            setattr(node, field, kept if kept or field != "body" else [ast.Pass()])
-        return node
-
-
 def _visit_all(transformer: ast.NodeTransformer, stmts) -> list:
     """``stmts`` through ``transformer``, a statement that became several (or none) spliced in place."""
     out = []
@@ -224,7 +209,7 @@ class _Unroll(ast.NodeTransformer):
             node.body = self._stmts(node.body) or [ast.Pass()]
             node.orelse = self._stmts(node.orelse)
             return node
-        return self._stmts(node.body if c else node.orelse)     # may be nothing: _Tidy fills bodies left empty
+        return self._stmts(node.body if c else node.orelse) or [ast.Pass()]
 
     def visit_IfExp(self, node):
         self.generic_visit(node)
@@ -244,7 +229,7 @@ class _Unroll(ast.NodeTransformer):
             out = []
             for k in range(n):
                 out += self._stmts([_Substitute(node.target.id, k).visit(copy.deepcopy(s)) for s in node.body])
-            return out
+            return out or [ast.Pass()]
         self.generic_visit(node)
         return node
 
@@ -335,7 +320,7 @@ def _expand(fn, src: str, constants: dict, c_indexing: bool, static_ifs: bool = 
         n.id for n in ast.walk(fdef) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
     }
     fdef = _Unroll(env, local_names, c_indexing, static_ifs).visit(fdef)
-    tree.body[0] = _Tidy().visit(fdef)
+    tree.body[0] = fdef
     ast.fix_missing_locations(tree)
     return ast.unparse(tree) + "\n"
 

@@ -91,35 +91,6 @@ def test_sgemm_dbuf(stages, m, n, k, bk, tile, issue_after, rng):
     assert rel_err(got, ref) < 1e-5
 
 
-# split_last_wave: the tiles of the last, partial wave cut in two along k, for `slots` CTAs at a time. 4 tiles on 3
-# slots: 3 whole, the last cut 1 + 1 k-tiles; 2 tiles on 5 slots: both cut 3 + 3; 4 tiles of 6 k-tiles on 5 slots:
-# none whole, one slot for four short parts (5 + 1). Beta 0: C (NaN here) is zeroed over the cut tiles, not read.
-@pytest.mark.parametrize("m,n,k,bk,tile,stages,slots,beta", [
-    (256, 256, 32, 16, "8x16", 2, 3, -0.5),
-    (256, 128, 48, 8, "8x8", 2, 5, -0.5),
-    (256, 256, 48, 8, "8x16", 3, 5, 0.0),
-])
-def test_sgemm_split_last_wave(m, n, k, bk, tile, stages, slots, beta, rng):
-    a = rng.standard_normal((m, k)).astype(np.float32)
-    b = rng.standard_normal((k, n)).astype(np.float32)
-    c0 = rng.standard_normal((m, n)).astype(np.float32) if beta else np.full((m, n), np.nan, np.float32)
-    ref = 1.5 * (a.astype(np.float64) @ b) + (beta * c0 if beta else 0.0)
-    c = cuda.to_device(c0)
-    S.sgemm(cuda.to_device(a), cuda.to_device(b), c, alpha=1.5, beta=beta, stages=stages, bk=bk, tile=tile,
-            schedule="dbuf", split_last_wave=slots)
-    assert rel_err(c.copy_to_host(), ref) < 1e-5
-
-
-def test_last_wave_split():
-    """Whole waves go whole; the rest are cut so that the long parts and the short parts' turns end together."""
-    assert S.last_wave_split(1024, 256, 264) == (792, 228)     # 232 cut; 32 slots take 8 turns of 28 k-tiles
-    assert S.last_wave_split(4, 2, 3) == (3, 1)
-    assert S.last_wave_split(2, 6, 5) == (0, 3)                # 3 free slots for 2 short parts: halves
-    assert S.last_wave_split(4, 6, 5) == (0, 5)                # 1 free slot, 4 turns: 6 // 5 = 1
-    assert S.last_wave_split(528, 16, 264) == (528, 0)         # whole waves: nothing to cut
-    assert S.last_wave_split(263, 4, 264) == (263, 0)          # 1 free slot for 263 parts: 4 // 264 = 0, not cut
-
-
 @pytest.mark.parametrize("slot,ahead,error", [(3, 3, "SharedMemoryRaceError"), (15, 2, "WaitGroupError")])
 def test_sgemm_dbuf_wrong_stage_reuse_is_caught(slot, ahead, error, rng):
     """The stage rule matters, and the simulator sees it. Copies before the barrier (slot 3) one tile further
