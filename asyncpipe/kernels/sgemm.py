@@ -109,12 +109,13 @@ TILE = "8x8"
 SCHEDULES = ("plain", "dbuf")
 SCHEDULE = "plain"
 # Floats of padding after each row of the A tile in shared memory, per schedule: its rows sit BK + A_PAD floats
-# apart (``a_pitch``). The dbuf loop reads A two k-steps at a time (LDS.64); with rows 8 floats longer its four
-# lanes' rows of a read fall in four bank groups, and ptxas's allocation of the loop conflicts less. On the H200
-# at 4096^3 (8 x 16, bk 16, 3 stages; bench/h200.md, seventh session), against 44.6 TFLOPS for main's LDS.128 of
-# four k-steps unpadded: pairs with padding 0 / 4 / 8 / 12 / 20 / 24 made 44.0 / 45.0 / 45.6 / 45.0 / 45.0 / 45.6,
-# four k-steps with padding 8 made 44.1, one k-step at a time (LDS.32) 44.2 / 44.6 / 45.1 at 0 / 4 / 8. The
-# plain loop keeps the chapter's unpadded tile.
+# apart (``a_pitch``). Chosen by measurement: on the H200 at 4096^3 (8 x 16, bk 16, 3 stages; bench/h200.md, seventh
+# session), against 44.6 TFLOPS for LDS.128 of four k-steps unpadded, the dbuf loop's A read two k-steps at a time
+# (LDS.64) made 44.0 / 45.0 / 45.6 / 45.0 / 45.0 / 45.6 with padding 0 / 4 / 8 / 12 / 20 / 24; four k-steps with
+# padding 8 made 44.1, one k-step at a time (LDS.32) 44.2 / 44.6 / 45.1 at 0 / 4 / 8. Why a pitch that is a multiple
+# of 8 floats wins is not known: with 4 to 24 the four rows an LDS.64 of a warp reads fall in four bank pairs either
+# way, and offline the loop's register-bank conflicts are the same (0.32 at 0 and 8). The plain loop keeps the
+# chapter's unpadded tile.
 A_PAD = {"plain": 0, "dbuf": 8}
 
 
