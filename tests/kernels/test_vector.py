@@ -32,14 +32,6 @@ def test_only_1d_four_byte_arrays():
         cuda.compile_ptx(lambda a: load_x4(a, 0), (types.float64[::1],), cc=(9, 0))
 
 
-@pytest.mark.gpu
-def test_copy4_gpu(rng):
-    src = rng.standard_normal(512).astype(np.float32)
-    dst = cuda.to_device(np.full(512, np.nan, np.float32))
-    cuda.jit(copy4)[1, 128](cuda.to_device(src), dst)
-    np.testing.assert_array_equal(dst.copy_to_host(), src.reshape(-1, 2, 2)[:, :, ::-1].reshape(-1))
-
-
 def pairs(src, dst):
     tile = cuda.shared.array(512, np.float32, alignment=16)
     i = cuda.threadIdx.x * 4
@@ -63,8 +55,12 @@ def test_load_shared_x2_takes_float32_arrays_only():
 
 
 @pytest.mark.gpu
-def test_pairs_gpu(rng):
+@pytest.mark.parametrize("kernel,permute", [
+    (copy4, lambda x: x.reshape(-1, 2, 2)[:, :, ::-1].reshape(-1)),    # lanes swapped in pairs
+    (pairs, lambda x: x.reshape(-1, 4)[:, ::-1].reshape(-1)),           # each group of four reversed
+], ids=["copy4", "pairs"])
+def test_vector_moves_gpu(kernel, permute, rng):
     src = rng.standard_normal(512).astype(np.float32)
     dst = cuda.to_device(np.full(512, np.nan, np.float32))
-    cuda.jit(pairs)[1, 128](cuda.to_device(src), dst)
-    np.testing.assert_array_equal(dst.copy_to_host(), src.reshape(-1, 4)[:, ::-1].reshape(-1))
+    cuda.jit(kernel)[1, 128](cuda.to_device(src), dst)
+    np.testing.assert_array_equal(dst.copy_to_host(), permute(src))
