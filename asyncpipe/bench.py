@@ -84,8 +84,8 @@ def d2d_read_gbps(n_floats: int) -> float | None:
 # cp.async stage counts the full bench times (each is a separate ~25 s compile; the tuner covers 2..8)
 SGEMM_STAGES = (2, 3, 4, 5)
 SGEMM_BK16_STAGES = (3, 4)   # the 16-deep stage (sgemm(bk=16)), beside the chapter's 8
-SGEMM_8X16 = ((3, 8, "plain"), (3, 16, "plain"), (3, 16, "dbuf"), (4, 16, "dbuf"))   # (stages, bk, schedule) of the
-                                                                                        # 8 x 16 thread tile
+SGEMM_8X16 = ((3, 8, "plain"), (3, 16, "plain"), (3, 16, "dbuf"), (4, 16, "dbuf"),   # (stages, bk, schedule) of
+              (3, 16, "kmajor"), (4, 16, "kmajor"))                                  # the 8 x 16 thread tile
 
 
 def sgemm_configs(stages_list=SGEMM_STAGES) -> list[tuple]:

@@ -45,6 +45,8 @@ SANITIZER_DEFAULT="tests/ptx tests/kernels/test_tma_add_one.py tests/kernels/tes
   tests/kernels/test_sgemm.py::test_sgemm_gpu[256-256-256-v4-1-8-8x8-plain] tests/kernels/test_sgemm.py::test_sgemm_gpu[256-256-256-cp_async-4-16-8x8-plain] \
   tests/kernels/test_sgemm.py::test_sgemm_gpu[130-70-33-cp_async-3-8-8x16-plain] tests/kernels/test_sgemm.py::test_sgemm_gpu[256-256-256-cp_async-3-8-8x16-plain] \
   tests/kernels/test_sgemm.py::test_sgemm_gpu[130-70-33-cp_async-3-16-8x16-dbuf] tests/kernels/test_sgemm.py::test_sgemm_gpu[256-256-256-cp_async-3-16-8x16-dbuf] \
+  tests/kernels/test_sgemm.py::test_sgemm_gpu[130-70-33-cp_async-3-16-8x16-kmajor] tests/kernels/test_sgemm.py::test_sgemm_gpu[256-256-256-cp_async-3-16-8x16-kmajor] \
+  tests/kernels/test_transpose.py \
   tests/kernels/test_vector.py tests/pipeline \
   tests/kernels/test_wgmma_gemm.py::test_wgmma_gemm_gpu[default-1000x776x520-direct] \
   tests/kernels/test_wgmma_gemm.py::test_wgmma_gemm_gpu[default-1000x776x520-tma] \

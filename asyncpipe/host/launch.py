@@ -233,6 +233,20 @@ class PreparedLaunch:
         self._run()
 
 
+class LaunchSequence:
+    """Prepared launches that make one plan, run in order on their stream (a kernel and the pass that prepares
+    its input); ``keep``: what they need alive, such as a workspace between them."""
+
+    __slots__ = ("launches", "keep")
+
+    def __init__(self, *launches: PreparedLaunch, keep=()):
+        self.launches, self.keep = launches, tuple(keep)
+
+    def __call__(self) -> None:
+        for launch in self.launches:
+            launch()
+
+
 def prepare_launch(kernel, grid, block, *args, cluster=None, shared_mem: int = 0, stream=0,
                    nonportable: bool = False, keep=(), _once: bool = False) -> PreparedLaunch:
     """``launch``'s checks, compilation, opt-ins and argument marshalling, done once: the returned

@@ -40,6 +40,7 @@ from .. import ptx
 from ..errors import check
 from ..host.plans import PlanCache
 from ..jit_cache import jit
+from . import transpose
 from .unroll import kernel_part, registers, splice, unroll, unrolled
 from .vector import load_shared_x2, load_x4, store_x4
 
@@ -104,10 +105,12 @@ TILES = {
     "8x16": ThreadTile(8, 16, 128, 4, {8: 3, 16: 3}, (128, 2), (128,)),
 }
 TILE = "8x8"
-# main-loop schedules of the cp.async kernel: "plain" (sgemm_cp_async, the default) or "dbuf" (sgemm_cp_async_dbuf:
-# fragments double-buffered in registers, the barrier before the last k-step's FFMAs)
-SCHEDULES = ("plain", "dbuf")
+# main-loop schedules of the cp.async kernel: "plain" (sgemm_cp_async, the default), "dbuf" (sgemm_cp_async_dbuf:
+# fragments double-buffered in registers, the barrier before the last k-step's FFMAs) or "kmajor" (the dbuf loop on
+# A transposed first, so that A's tiles are k-major as B's are: see sgemm_cp_async_dbuf)
+SCHEDULES = ("plain", "dbuf", "kmajor")
 SCHEDULE = "plain"
+A_KMAJOR = False                          # the kernels' default: A is read row-major (kmajor: True)
 # Floats of padding after each row of the A tile in shared memory, per schedule: its rows sit BK + A_PAD floats
 # apart (``a_pitch``). Chosen by measurement: on the H200 at 4096^3 (8 x 16, bk 16, 3 stages; bench/h200.md, seventh
 # session), against 44.6 TFLOPS for LDS.128 of four k-steps unpadded, the dbuf loop's A read two k-steps at a time
@@ -116,11 +119,11 @@ SCHEDULE = "plain"
 # of 8 floats wins is not known: with 4 to 24 the four rows an LDS.64 of a warp reads fall in four bank pairs either
 # way, and offline the loop's register-bank conflicts are the same (0.32 at 0 and 8). The plain loop keeps the
 # chapter's unpadded tile.
-A_PAD = {"plain": 0, "dbuf": 8}
+A_PAD = {"plain": 0, "dbuf": 8, "kmajor": 0}
 
 
 def launch_bounds(edges: bool, bk: int = 8, tile: str = TILE, schedule: str = SCHEDULE) -> tuple[int, ...]:
-    if schedule == "dbuf" and tile == TILE and not edges:
+    if schedule != "plain" and tile == TILE and not edges:
         return LAUNCH_BOUNDS_DBUF
     if tile != TILE:
         t = TILES[tile]
@@ -143,12 +146,19 @@ def ring_copies():
     # offsets of this thread's copies are kept in a_src, b_src and advanced by one tile per step
     # instead of being recomputed from kt (a 64-bit multiply per tile).
     # A's rows sit LDA floats apart in shared memory (BK, or BK plus padding: see A_PAD); B's are unpadded.
+    # A_KMAJOR (schedule "kmajor"): A is At, A transposed (K x MP, MP = M rounded up to BM) and zero-padded by the
+    # host (``transpose``), so its tile is BK x BM and copied as B's, with no edge: the padding holds zeros.
+    if A_KMAJOR:
+        MP = (M + BM - 1) // BM * BM                  # At's row length
+    a_step = BK * MP if A_KMAJOR else BK              # from one k-tile of A to the next
     def issue(stage, kt, a_src, b_src):               # one tile of A (BM x BK) and B (BK x BN)
         k0 = kt * BK
         for r in unroll(BM * BK // (THREADS * VEC_A)):
             e = (r * THREADS + tid) * VEC_A
             dst = stage + e if LDA == BK else stage + (e // BK) * LDA + e % BK    # row e // BK, column e % BK
-            if EDGES:
+            if A_KMAJOR:                              # At's rows k0 .. k0+BK-1, columns row0 .. row0+BM-1
+                ptx.cp_async_cg_shared_global_16(ptx.addr(smem, stage + e), ptx.addr(A, a_src + r * (THREADS * VEC_A // BM) * MP))
+            elif EDGES:
                 gr = row0 + e // BK
                 gc = k0 + e % BK
                 nbytes = max(0, min(VEC_A, K - gc)) * 4 if gr < M else 0
@@ -169,14 +179,14 @@ def ring_copies():
 
     # interior: this thread's first 16-byte copy of A and of B, at k0 = 0
     v = tid * 4
-    a_src = (row0 + v // BK) * K + v % BK
+    a_src = (v // BM) * MP + row0 + v % BM if A_KMAJOR else (row0 + v // BK) * K + v % BK
     b_src = (v // BN) * N + col0 + v % BN
     # ---- prologue: tiles 0 .. AHEAD-1 in flight, one group each --------------------------------
     for s in range(AHEAD):
         if s < num_tiles:
             issue(s * TILE_FLOATS, s, a_src, b_src)
         ptx.cp_async_commit_group()
-        a_src += BK
+        a_src += a_step
         b_src += BK * N
 
     def issue_next(kt, write, a_src, b_src):          # tile kt + AHEAD into stage `write`, then the next offsets
@@ -184,14 +194,14 @@ def ring_copies():
         if nxt < num_tiles:
             issue(write, nxt, a_src, b_src)
         ptx.cp_async_commit_group()                   # even when empty: keeps group counts aligned
-        return a_src + BK, b_src + BK * N
+        return a_src + a_step, b_src + BK * N
 
 
 @kernel_part
 def store_c():
     """The epilogue: C = alpha * acc + beta * C over this thread's rows and columns, predicated at the edges."""
     for i in unroll(TM):
-        r = row0 + row_base + i * RI
+        r = row0 + row_base + ((i // 4) * ROW_STEP + i % 4 if A_KMAJOR else i * RI)
         for j in unroll(TN):
             c = col0 + thread_col * 4 + (j // 4) * COL_STEP + j % 4
             if not EDGES or (r < M and c < N):
@@ -350,6 +360,70 @@ def sgemm_cp_async_dbuf(M, N, K, alpha, A, B, beta, C):
     splice(store_c)                                   # C = alpha * acc + beta * C
 
 
+# ---- schedule="kmajor": the dbuf loop on A transposed first ---------------------------------------------------
+# Row-major A puts a thread's 8 A values of a k-step in 8 different rows of the tile: read two k-steps at a time
+# (the dbuf loop), they land in every other register, so ptxas's allocation leaves a third of the FFMAs reading two
+# sources from one register bank (bench/h200.md, seventh session). Here the host first transposes A into At (K x MP,
+# zero-padded: ``transpose``, about 2 % of the time at 4096^3), so that A's tile sits k-major in shared memory
+# (BK x BM) and is copied and read as B's is: a k-step's A fragment is two LDS.128 of 4 consecutive rows (a thread's
+# rows are two runs of 4, ROW_STEP apart, as its columns are), a quarter fewer LDS than the pairs, 226 registers
+# instead of 255. The loop is the dbuf loop (sgemm_cp_async_dbuf: k-step d+1's fragments read during k-step d, the
+# wait and the barrier in the last slot, the copies after it), with both operands in two register sets [d % 2].
+# cuBLAS's FFMA kernels keep A k-major in shared memory too, transposing with 4-byte copies; here those copies
+# cost more than they gave back (branch sgemm-kmajor: 40.8 against 44.6 TFLOPS), the separate pass much less.
+def sgemm_cp_async_kmajor(M, N, K, alpha, A, B, beta, C):
+    smem = cuda.shared.array(0, float32)              # STAGES x (A tile, BK x BM | B tile, BK x BN), dynamic
+    tid = cuda.threadIdx.x
+    thread_col = tid % (BN // TN)
+    thread_row = tid // (BN // TN)
+    # this thread's rows of C: row_base + (i // 4) * ROW_STEP + i % 4; columns as in the other kernels
+    row_base = thread_row * 4
+    row0 = cuda.blockIdx.y * BM
+    col0 = cuda.blockIdx.x * BN
+    num_tiles = (K + BK - 1) // BK
+
+    splice(ring_copies)                               # issue(), issue_next(); tiles 0 .. AHEAD-1 in flight
+
+    acc = registers(TM, TN, dtype=float32)
+    frag_m = registers(2, TM, dtype=float32)          # [d % 2]: k-step d's A values
+    frag_n = registers(2, TN, dtype=float32)          # [d % 2]: k-step d's B values
+    ptx.cp_async_wait_group(AHEAD - 1)                # tile 0 has landed ...
+    cuda.syncthreads()                                # ... for every thread
+    for i in unroll(TM):
+        frag_m[0, i] = smem[row_base + (i // 4) * ROW_STEP + i % 4]
+    for j in unroll(TN):
+        frag_n[0, j] = smem[BK * BM + thread_col * 4 + (j // 4) * COL_STEP + j % 4]
+    # ---- main loop: as sgemm_cp_async_dbuf's --------------------------------------------------------------
+    read = 0
+    write = (STAGES - 1) * TILE_FLOATS
+    for kt in range(num_tiles):
+        a_base = read + row_base
+        b_base = read + BK * BM + thread_col * 4
+        nread = read + TILE_FLOATS if read < (STAGES - 1) * TILE_FLOATS else 0
+        for dot in unroll(BK):
+            if dot < BK - 1:                          # k-step dot+1 of tile kt into the other set
+                for i in unroll(TM):
+                    frag_m[(dot + 1) % 2, i] = smem[a_base + (dot + 1) * BM + (i // 4) * ROW_STEP + i % 4]
+                for j in unroll(TN):
+                    frag_n[(dot + 1) % 2, j] = smem[b_base + (dot + 1) * BN + (j // 4) * COL_STEP + j % 4]
+            else:                                     # tile kt+1's k-step 0 into set 0
+                ptx.cp_async_wait_group(STAGES - 2)   # tile kt+1 has landed (for this thread) ...
+                cuda.syncthreads()                    # ... for every thread; tile kt is consumed
+                for i in unroll(TM):
+                    frag_m[0, i] = smem[nread + row_base + (i // 4) * ROW_STEP + i % 4]
+                for j in unroll(TN):
+                    frag_n[0, j] = smem[nread + BK * BM + thread_col * 4 + (j // 4) * COL_STEP + j % 4]
+            if dot == DB_SLOT:                        # tile kt + AHEAD into tile kt's stage or tile kt-1's
+                a_src, b_src = issue_next(kt, read if AHEAD == STAGES else write, a_src, b_src)
+            for i in unroll(TM):
+                for j in unroll(TN):
+                    acc[i, j] += frag_m[dot % 2, i] * frag_n[dot % 2, j]
+        write = read
+        read = nread
+    ptx.cp_async_wait_all()                           # nothing in flight at exit
+    splice(store_c)                                   # C = alpha * acc + beta * C
+
+
 def sgemm_v4(M, N, K, alpha, A, B, beta, C):
     """The chapter's baseline: same tile, loads through registers, one buffer, no cp.async.
 
@@ -432,6 +506,8 @@ def kernel_source(variant: str = "cp_async", stages: int = 3, vec_a: int = 4, ve
         return unrolled(sgemm_v4, EDGES=edges, RI=1, COL_STEP=BN // 2, static_ifs=True)
     if not edges and (vec_a, vec_b) != (4, 4):
         raise ValueError("edges=False needs 16-byte copies (vec_a = vec_b = 4)")
+    if schedule == "kmajor" and vec_a != 4:
+        raise ValueError("schedule='kmajor' reads A transposed and padded (16-byte copies): vec_a must be 4")
     if bk not in BKS:
         raise ValueError(f"bk must be one of {BKS}")
     if tile not in TILES:
@@ -440,14 +516,16 @@ def kernel_source(variant: str = "cp_async", stages: int = 3, vec_a: int = 4, ve
         raise ValueError(f"schedule must be one of {SCHEDULES}")
     t = TILES[tile]
     layout = {} if tile == TILE else dict(TM=t.tm, TN=t.tn, THREADS=t.threads)
-    if schedule == "dbuf":
+    if schedule in ("dbuf", "kmajor"):
         slot = bk - 1 if issue_after is None else issue_after
         if not 0 <= slot < bk:
-            raise ValueError(f"issue_after (the k-step slot of the copies) must be in 0..{bk - 1} for dbuf")
-        return unrolled(sgemm_cp_async_dbuf, STAGES=stages, VEC_A=vec_a, VEC_B=vec_b, EDGES=edges,
-                        copy_a=_COPY[vec_a], copy_b=_COPY[vec_b], BK=bk, LDA=a_pitch(bk, schedule),
-                        TILE_FLOATS=tile_floats(bk, schedule), RI=t.ri, COL_STEP=BN // (t.tn // 4), DB_SLOT=slot,
-                        AHEAD=stages - 1 if slot < bk - 1 else stages, static_ifs=True, **layout)
+            raise ValueError(f"issue_after (the k-step slot of the copies) must be in 0..{bk - 1} for {schedule}")
+        kmajor = dict(A_KMAJOR=True, ROW_STEP=BM // (t.tm // 4)) if schedule == "kmajor" else {}
+        return unrolled(sgemm_cp_async_kmajor if kmajor else sgemm_cp_async_dbuf, STAGES=stages, VEC_A=vec_a,
+                        VEC_B=vec_b, EDGES=edges, copy_a=_COPY[vec_a], copy_b=_COPY[vec_b], BK=bk,
+                        LDA=a_pitch(bk, schedule), TILE_FLOATS=tile_floats(bk, schedule), RI=t.ri,
+                        COL_STEP=BN // (t.tn // 4), DB_SLOT=slot, AHEAD=stages - 1 if slot < bk - 1 else stages,
+                        static_ifs=True, **layout, **kmajor)
     return unrolled(sgemm_cp_async, STAGES=stages, AHEAD=stages - 1, VEC_A=vec_a, VEC_B=vec_b, EDGES=edges,
                     copy_a=_COPY[vec_a], copy_b=_COPY[vec_b], BK=bk, LDA=a_pitch(bk, schedule),
                     TILE_FLOATS=tile_floats(bk, schedule), RI=t.ri, COL_STEP=BN // (t.tn // 4),
@@ -479,6 +557,11 @@ def tile_floats(bk: int = BK, schedule: str = SCHEDULE) -> int:
     return BM * a_pitch(bk, schedule) + bk * BN
 
 
+def at_floats(M: int, K: int, bk: int = BK) -> int:
+    """Floats of schedule "kmajor"'s workspace: A transposed, K rounded up to ``bk`` rows of M rounded up to BM."""
+    return (K + bk - 1) // bk * bk * ((M + BM - 1) // BM * BM)
+
+
 def shared_bytes(stages: int, bk: int = BK, schedule: str = SCHEDULE) -> int:
     """Dynamic shared memory of the cp.async kernel: the chapter's 8 KiB per stage (16 KiB with bk 16); the dbuf
     schedule's padded A rows add 4 KiB a stage."""
@@ -492,9 +575,10 @@ def sgemm(A, B, C=None, alpha=1.0, beta=0.0, stages=None, variant="cp_async", st
     ``C`` is allocated (and ``beta`` must be 0) when not given. Returns C as a numba device array
     view of the same memory. ``variant`` is ``"cp_async"`` (``stages`` 2..8; ``bk``, the k-depth of a
     stage, 8 as in the chapter or 16; ``tile``, the thread tile, ``"8x8"`` as in the chapter or
-    ``"8x16"``: 128 threads of 8 x 16 outputs; ``schedule``, the main loop, ``"plain"`` as in the chapter or
-    ``"dbuf"``: fragments double-buffered in registers, see ``sgemm_cp_async_dbuf``) or ``"v4"`` (``bk`` 8,
-    ``tile`` "8x8", ``schedule`` "plain").
+    ``"8x16"``: 128 threads of 8 x 16 outputs; ``schedule``, the main loop, ``"plain"`` as in the chapter,
+    ``"dbuf"``: fragments double-buffered in registers, see ``sgemm_cp_async_dbuf``, or ``"kmajor"``: the dbuf loop
+    on A transposed first into a workspace as large as A, which the call's launch plan keeps, see
+    ``sgemm_cp_async_kmajor``) or ``"v4"`` (``bk`` 8, ``tile`` "8x8", ``schedule`` "plain").
     For ``cp_async``, what is left None (``stages``, ``tile``, ``bk``, ``schedule``) comes from the tuner's
     fastest measured configuration on this GPU and problem that agrees with what was given
     (``python -m asyncpipe tune sgemm``), else from the chapter's: 3 stages, "8x8", 8, "plain". A repeated
@@ -541,7 +625,7 @@ _plans = PlanCache()
 
 def _plan(A, B, C, alpha, beta, stages, variant, stream, c_given, bk, tile=TILE, schedule=SCHEDULE):
     """The checks, the variant's kernel and the marshalled launch of one problem (``_plans``)."""
-    from ..host.launch import prepare_launch
+    from ..host.launch import LaunchSequence, prepare_launch
     from .checks import as_matrix, check_gemm
 
     a, b, c = as_matrix("sgemm", "A", A), as_matrix("sgemm", "B", B), as_matrix("sgemm", "C", C)
@@ -556,15 +640,23 @@ def _plan(A, B, C, alpha, beta, stages, variant, stream, c_given, bk, tile=TILE,
     check(isinstance(schedule, str) and schedule in (SCHEDULES if variant == "cp_async" else (SCHEDULE,)), "sgemm",
           f"schedule (the main loop) must be one of {SCHEDULES} for cp_async, {SCHEDULE!r} for v4",
           f"schedule={schedule!r} for {variant}")
-    # 16-byte copies need 16-byte aligned rows: K (N) a multiple of 4 and A (B) 16-byte aligned
-    vec_a = 4 if K % 4 == 0 and a.device_ctypes_pointer.value % 16 == 0 else 1
+    # 16-byte copies need 16-byte aligned rows: K (N) a multiple of 4 and A (B) 16-byte aligned; kmajor copies A's
+    # transposed and padded copy, whose rows always allow them
+    vec_a = 4 if schedule == "kmajor" or (K % 4 == 0 and a.device_ctypes_pointer.value % 16 == 0) else 1
     vec_b = 4 if N % 4 == 0 and b.device_ctypes_pointer.value % 16 == 0 else 1
     edges = not (M % BM == 0 and N % BN == 0 and K % bk == 0 and vec_a == vec_b == 4)
     grid = ((N + BN - 1) // BN, (M + BM - 1) // BM)
-    args = (np.int32(M), np.int32(N), np.int32(K), np.float32(alpha), a.reshape(M * K), b.reshape(K * N),
+    a_flat = a.reshape(M * K)
+    if schedule == "kmajor":                          # the kernel reads At (K x MP, zero-padded) instead of A
+        at = cuda.device_array(at_floats(M, K, bk), np.float32, stream=stream)
+        mp, kp = grid[1] * BM, (K + bk - 1) // bk * bk
+        pre = prepare_launch(transpose.kernel(), transpose.grid(mp, kp), (transpose.TILE, transpose.ROWS),
+                             *transpose.launch_args(a_flat, at, M, K, mp, kp), stream=stream)
+        a_flat = at
+    args = (np.int32(M), np.int32(N), np.int32(K), np.float32(alpha), a_flat, b.reshape(K * N),
             np.float32(beta), c.reshape(M * N))
     if variant == "v4":
         return prepare_launch(kernel("v4", edges=edges), grid, THREADS, *args, stream=stream)
-    return prepare_launch(kernel("cp_async", stages, vec_a, vec_b, edges, bk, tile, schedule=schedule), grid,
-                          threads(tile), *args,
-                          shared_mem=shared_bytes(stages, bk, schedule), stream=stream)
+    run = prepare_launch(kernel("cp_async", stages, vec_a, vec_b, edges, bk, tile, schedule=schedule), grid,
+                         threads(tile), *args, shared_mem=shared_bytes(stages, bk, schedule), stream=stream)
+    return LaunchSequence(pre, run, keep=(at,)) if schedule == "kmajor" else run

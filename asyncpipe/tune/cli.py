@@ -27,7 +27,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--stages", type=int, nargs="+", help="candidate stage counts (default: all the kernel accepts)")
     p.add_argument("--tile", nargs="+", help="sgemm: candidate thread tiles (default: all, 8x8 and 8x16)")
     p.add_argument("--bk", type=int, nargs="+", help="sgemm: candidate stage depths (default: all, 8 and 16)")
-    p.add_argument("--schedule", nargs="+", help="sgemm: candidate main loops (default: all, plain and dbuf)")
+    p.add_argument("--schedule", nargs="+", help="sgemm: candidate main loops (default: all: plain, dbuf and kmajor)")
     p.add_argument("--margin", type=float, default=0.10,
                    help="prune candidates predicted more than this fraction slower than the best (default 0.10)")
     p.add_argument("--rounds", type=int, default=3, help="timing rounds, round-robin over candidates (default 3)")

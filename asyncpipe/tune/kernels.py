@@ -87,9 +87,9 @@ def _sgemm() -> Tunable:
         return model.kernel_tile(**c.kw) if c.options else chapter
 
     # the chapter's tile first (the default: no options), then every other (tile, bk, schedule) sgemm()
-    # takes, named by what differs from the defaults. The "dbuf" schedule only with the 8 x 16 tile: with the
-    # chapter's it measured 39.8 against the plain loop's 42.5 TFLOPS (H200, bench/h200_sgemm_sweep_dbuf.json),
-    # with 8 x 16 it is the fastest (44.6 at bk 16)
+    # takes, named by what differs from the defaults. The "dbuf" and "kmajor" schedules only with the 8 x 16
+    # tile: with the chapter's, dbuf measured 39.8 against the plain loop's 42.5 TFLOPS (H200,
+    # bench/h200_sgemm_sweep_dbuf.json); with 8 x 16 both are faster than the plain loop
     defaults = {k: v for k, v in kernels.CHAPTER_CONFIGURATION.items() if k != "stages"}
     option_sets = tuple({k: v for k, v in (("tile", tile), ("bk", bk), ("schedule", schedule)) if v != defaults[k]}
                         for schedule in kernels.SCHEDULES for tile in kernels.TILES for bk in kernels.BKS

@@ -85,6 +85,27 @@ def test_cp_async_8x16_bk16_dbuf_sass():
 
 
 @pytest.mark.sass
+def test_cp_async_8x16_bk16_kmajor_sass():
+    """schedule="kmajor" (8 x 16, bk 16, 3 stages): the dbuf loop with A's tile k-major, so A's fragment of a k-step
+    is two LDS.128 as B's four are (96 a tile, none narrower); one barrier, one wait and 8 copies a tile. Offline it
+    takes 226 registers (the dbuf loop's A pairs: 255) and 2198 instructions a tile (2241), and a quarter of its
+    FFMAs read two registers from one bank (dbuf: 0.32); on the H200 the kernel alone ran at 51.1 TFLOPS against
+    dbuf's 45.6 (bench/h200.md, eighth session)."""
+    fn = S.kernel_source("cp_async", 3, 4, 4, False, 16, "8x16", schedule="kmajor")
+    cubin = assert_sass(fn, SIG, has=("LDGSTS.E.BYPASS.128", "LDS.128", "BAR.SYNC"),
+                        lacks=("CALL", "LDL", "STL", "LDS.64"), launch_bounds=S.launch_bounds(False, 16, "8x16", "kmajor"))
+    assert cubin.resources.registers <= 240 and not cubin.spills
+    loop = loop_opcodes(cubin)
+    count = lambda prefix: sum(op.startswith(prefix) for op in loop)   # noqa: E731
+    assert count("FFMA") == 2048 and count("LDS.128") == 96 and count("LDS") == 96
+    assert count("BAR.SYNC") == 1 and count("DEPBAR.LE") == 1 and count("LDGSTS.E.BYPASS.128") == 8
+    assert len(loop) < 2048 + 96 + 70
+    # before the loop: tile 0's k-step 0 (2 + 4 LDS.128); the prologue fills all 3 stages, 8 copies a tile
+    assert cubin.count("LDS.128") == 96 + 6 and cubin.count("LDGSTS.E.BYPASS.128") == 8 * 4
+    assert cubin.ffma_bank_conflicts().per_ffma < 0.28
+
+
+@pytest.mark.sass
 def test_cp_async_dbuf_8x8_sass():
     """schedule="dbuf" with the chapter's tile: still within the two-CTA budget of 128 registers, no spills."""
     fn = S.kernel_source("cp_async", 3, 4, 4, False, schedule="dbuf")
@@ -114,6 +135,12 @@ def test_dbuf_sources():
             assert s.count("cuda.syncthreads()") == 2 and "EDGES" not in s and "DB_SLOT" not in s
             assert ("copy_a(" in s) == edges != ("cp_async_cg_shared_global_16(" in s)
             assert ("if r < M and c < N:" in s) == edges
+    for edges, vb in ((False, 4), (True, 1)):     # kmajor: A's copies are 16-byte ones of At, edges or not
+        s = S.kernel_source("cp_async", 3, 4, vb, edges, 16, "8x16", schedule="kmajor").unrolled_source
+        assert s.startswith("def sgemm_cp_async_kmajor(") and s.count("= issue_next(") == 1
+        assert "copy_a(" not in s and "A_KMAJOR" not in s and ("if r < M and c < N:" in s) == edges
+    with pytest.raises(ValueError, match="vec_a must be 4"):
+        S.kernel_source("cp_async", 3, 1, 4, True, schedule="kmajor")
     with pytest.raises(ValueError, match="schedule must be one of"):
         S.kernel_source("cp_async", 3, schedule="triple")
     with pytest.raises(ValueError, match=re.escape("issue_after (the k-step slot of the copies) must be in 0..7")):
@@ -182,7 +209,8 @@ CASES = [(256, 256, 256), (128, 384, 64), (1000, 1000, 999), (1, 1, 1), (130, 70
     ("cp_async", 3, 8, "8x8", "plain"), ("cp_async", 2, 8, "8x8", "plain"), ("cp_async", 8, 8, "8x8", "plain"),
     ("v4", 1, 8, "8x8", "plain"), ("cp_async", 4, 16, "8x8", "plain"), ("cp_async", 3, 8, "8x16", "plain"),
     ("cp_async", 2, 8, "8x16", "plain"), ("cp_async", 4, 16, "8x16", "plain"),
-    ("cp_async", 3, 16, "8x16", "dbuf"), ("cp_async", 2, 8, "8x16", "dbuf"), ("cp_async", 4, 8, "8x8", "dbuf")])
+    ("cp_async", 3, 16, "8x16", "dbuf"), ("cp_async", 2, 8, "8x16", "dbuf"), ("cp_async", 4, 8, "8x8", "dbuf"),
+    ("cp_async", 3, 16, "8x16", "kmajor"), ("cp_async", 4, 8, "8x8", "kmajor")])
 @pytest.mark.parametrize("m,n,k", CASES)
 def test_sgemm_gpu(variant, stages, bk, tile, schedule, m, n, k, rng):
     a = rng.standard_normal((m, k)).astype(np.float32)
@@ -203,6 +231,23 @@ def test_sgemm_beta_zero_never_reads_c(rng):
     c = cuda.to_device(np.full((128, 96), np.nan, np.float32))     # poison: must not leak through
     S.sgemm(cuda.to_device(a), cuda.to_device(b), c)
     assert rel_err(c.copy_to_host(), a.astype(np.float64) @ b) < 1e-5
+
+
+@pytest.mark.gpu
+def test_sgemm_kmajor_plan_transposes_each_call(rng):
+    """schedule="kmajor" keeps A's transposed copy in its launch plan and transposes again on every call: A
+    changed in place between two calls with the same arrays gives the new product. C is poisoned first."""
+    a = rng.standard_normal((200, 130)).astype(np.float32)
+    b = rng.standard_normal((130, 260)).astype(np.float32)
+    da, db = cuda.to_device(a), cuda.to_device(b)
+    c = cuda.to_device(np.full((200, 260), np.nan, np.float32))
+    kw = dict(stages=3, bk=16, tile="8x16", schedule="kmajor")
+    S.sgemm(da, db, c, **kw)
+    assert rel_err(c.copy_to_host(), a.astype(np.float64) @ b) < 1e-5
+    a2 = rng.standard_normal(a.shape).astype(np.float32)
+    da.copy_to_device(a2)
+    S.sgemm(da, db, c, **kw)
+    assert rel_err(c.copy_to_host(), a2.astype(np.float64) @ b) < 1e-5
 
 
 @pytest.mark.gpu
@@ -247,10 +292,10 @@ def test_sgemm_from_other_libraries(rng):
     (dict(tile="16x16"), "tile (the thread tile) must be one of ('8x8', '8x16') for cp_async, '8x8' for v4"),
     (dict(tile="8x16", variant="v4"), "tile (the thread tile) must be one of ('8x8', '8x16') for cp_async, '8x8' for v4"),
     (dict(tile=("8x16",)), "tile (the thread tile) must be one of ('8x8', '8x16') for cp_async, '8x8' for v4"),
-    (dict(schedule="triple"), "schedule (the main loop) must be one of ('plain', 'dbuf') for cp_async, 'plain' for v4"),
+    (dict(schedule="triple"), "schedule (the main loop) must be one of ('plain', 'dbuf', 'kmajor') for cp_async, 'plain' for v4"),
     (dict(schedule="dbuf", variant="v4"),
-     "schedule (the main loop) must be one of ('plain', 'dbuf') for cp_async, 'plain' for v4"),
-    (dict(schedule=("dbuf",)), "schedule (the main loop) must be one of ('plain', 'dbuf') for cp_async, 'plain' for v4"),
+     "schedule (the main loop) must be one of ('plain', 'dbuf', 'kmajor') for cp_async, 'plain' for v4"),
+    (dict(schedule=("dbuf",)), "schedule (the main loop) must be one of ('plain', 'dbuf', 'kmajor') for cp_async, 'plain' for v4"),
 ])
 def test_sgemm_bad_input(bad, rule):
     def dev(spec):

@@ -67,10 +67,11 @@ def test_tune_predict_only(capsys, tmp_path):
     d = json.loads(js.read_text())
     assert d["measured"] is False
     # every stage count of every (tile, bk) sgemm() takes, the chapter's tile first, then the 8 x 16 tile's
-    # "dbuf" schedule
+    # "dbuf" and "kmajor" schedules
     assert [(r["stages"], r["options"]) for r in d["rows"]] == [
         (s, o) for o in ({}, {"bk": 16}, {"tile": "8x16"}, {"tile": "8x16", "bk": 16},
-                         {"tile": "8x16", "schedule": "dbuf"}, {"tile": "8x16", "bk": 16, "schedule": "dbuf"})
+                         {"tile": "8x16", "schedule": "dbuf"}, {"tile": "8x16", "bk": 16, "schedule": "dbuf"},
+                         {"tile": "8x16", "schedule": "kmajor"}, {"tile": "8x16", "bk": 16, "schedule": "kmajor"})
         for s in range(2, 9)]
     # 16-deep stages: 8 of them (128 KiB) leave room for one CTA per SM only
     eight = next(r for r in d["rows"] if r["stages"] == 8 and r["options"] == {"bk": 16})
@@ -97,7 +98,7 @@ def test_tune_tile_and_bk_narrow_the_search(capsys, tmp_path):
     assert main(["tune", "sgemm", "--m", "64", "--n", "64", "--k", "64", "--predict-only", "--bk", "12"]) == 2
     assert "error: tune sgemm: --bk values must be among (8, 16), got 12" in capsys.readouterr().err
     assert main(["tune", "sgemm", "--m", "64", "--n", "64", "--k", "64", "--predict-only", "--schedule", "triple"]) == 2
-    assert "error: tune sgemm: --schedule values must be among ('plain', 'dbuf'), got 'triple'" in capsys.readouterr().err
+    assert "error: tune sgemm: --schedule values must be among ('plain', 'dbuf', 'kmajor'), got 'triple'" in capsys.readouterr().err
 
 
 def test_tune_without_a_gpu_says_so(capsys, monkeypatch, tmp_path, no_gpu):

@@ -132,7 +132,7 @@ def test_calibrate_over_several_tiles():
 @pytest.mark.parametrize("call,msg", [
     (lambda: M.kernel_tile("16x16"), "sgemm_model: tile must be one of ('8x8', '8x16'), got '16x16'"),
     (lambda: M.kernel_tile("8x8", 12), "sgemm_model: bk must be one of (8, 16), got 12"),
-    (lambda: M.kernel_tile("8x16", 16, "triple"), "sgemm_model: schedule must be one of ('plain', 'dbuf'), got 'triple'"),
+    (lambda: M.kernel_tile("8x16", 16, "triple"), "sgemm_model: schedule must be one of ('plain', 'dbuf', 'kmajor'), got 'triple'"),
     (lambda: M.predict((4096, 4096), 3, H200), "sgemm_model: problem is (M, N, K), got (4096, 4096)"),
     (lambda: M.predict((4096, 0, 4096), 3, H200), "sgemm_model: N must be an integer >= 1 [asyncpipe.model], got 0"),
     (lambda: M.predict(N4096, 1, H200), "sgemm_model: stages must be an integer >= 2 [asyncpipe.model], got 1"),

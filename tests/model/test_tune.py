@@ -220,7 +220,8 @@ def test_the_gpu_side_refuses_without_a_gpu(no_gpu):
     (lambda: tune("sgemm", P, gpu=GPU, limits=H200, margin=-0.1), "tune: margin must be >= 0"),
     (lambda: tune("sgemm", P, gpu=GPU, limits=H200, options=[{"tile": "16x16"}]),
      "tune: options must be a non-empty list of the kernel's option sets [{}, {'bk': 16}, {'tile': '8x16'}, "
-     "{'tile': '8x16', 'bk': 16}, {'tile': '8x16', 'schedule': 'dbuf'}, {'tile': '8x16', 'bk': 16, 'schedule': 'dbuf'}], "
+     "{'tile': '8x16', 'bk': 16}, {'tile': '8x16', 'schedule': 'dbuf'}, {'tile': '8x16', 'bk': 16, 'schedule': 'dbuf'}, "
+     "{'tile': '8x16', 'schedule': 'kmajor'}, {'tile': '8x16', 'bk': 16, 'schedule': 'kmajor'}], "
      "got [{'tile': '16x16'}]"),
     (lambda: tune("sgemm", P, gpu=GPU, limits=H200, options=[]), "tune: options must be a non-empty list"),
     (lambda: tune("sgemm", P, gpu=GPU, limits=H200, check=Fake().check, time=Fake().time, rounds=0,
@@ -240,16 +241,17 @@ TILE16 = Config.of(3, tile="8x16", bk=16)
 def test_the_whole_space_is_searched_and_the_fastest_configuration_wins(tmp_path):
     """By default every (tile, bk, schedule) the tuner knows is a candidate beside every stage count."""
     others = ({"bk": 16}, {"tile": "8x16"}, {"tile": "8x16", "bk": 16}, {"tile": "8x16", "schedule": "dbuf"},
-              {"tile": "8x16", "bk": 16, "schedule": "dbuf"})
+              {"tile": "8x16", "bk": 16, "schedule": "dbuf"}, {"tile": "8x16", "schedule": "kmajor"},
+              {"tile": "8x16", "bk": 16, "schedule": "kmajor"})
     ms = MS | {c: 3.40 for c in (Config.of(s, **o) for o in others for s in range(2, 9))} | {TILE16: 3.18}
     fake = Fake(ms=ms)
     res = run(fake, tmp_path, options=None)
-    assert len(res.rows) == 42 and len([c for c in fake.calls if c[0] == "check"]) == 38
+    assert len(res.rows) == 56 and len([c for c in fake.calls if c[0] == "check"]) == 51
     # the model prunes the 8 x 16 tile where one CTA fits an SM (one warp a scheduler computes slower): 8 stages,
     # and 6 and 7 of the dbuf loop at bk 16, whose padded A rows make a stage 20 KB (two CTAs would need 240 KB)
     assert sorted(r.config.label() for r in res.rows if r.pruned) == [
         "6 bk=16 schedule=dbuf tile=8x16", "7 bk=16 schedule=dbuf tile=8x16", "8 bk=16 schedule=dbuf tile=8x16",
-        "8 bk=16 tile=8x16"]
+        "8 bk=16 schedule=kmajor tile=8x16", "8 bk=16 tile=8x16"]
     assert res.best == TILE16 and res.best.label() == "3 bk=16 tile=8x16"
     assert res.checks()["measured_top2"] == ["3 bk=16 tile=8x16", "3"]
     line = next(l for l in res.table().splitlines() if l.startswith("3 bk=16 tile=8x16 "))

@@ -91,6 +91,25 @@ def test_sgemm_dbuf(stages, m, n, k, bk, tile, issue_after, rng):
     assert rel_err(got, ref) < 1e-5
 
 
+# schedule="kmajor": A transposed first into a zero-padded buffer (a second kernel), then the dbuf loop on k-major
+# tiles of both operands. Ragged sizes: the padding's zeros (k past K, rows past M) and predicated stores.
+@pytest.mark.parametrize("stages,m,n,k,bk,tile", [
+    (3, 128, 256, 112, 16, "8x16"),               # interior, seven k-tiles through three stages, two CTAs
+    (2, 128, 128, 48, 8, "8x8"),                  # the chapter's tile
+    (3, 70, 33, 45, 8, "8x16"),                   # edges: At padded to 128 x 48, 4-byte copies of B
+    (2, 130, 70, 33, 16, "8x8"),                  # edges, two row blocks
+    (2, 1, 1, 1, 16, "8x16"),
+])
+def test_sgemm_kmajor(stages, m, n, k, bk, tile, rng):
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    c0 = rng.standard_normal((m, n)).astype(np.float32)
+    c = cuda.to_device(c0)
+    S.sgemm(cuda.to_device(a), cuda.to_device(b), c, alpha=1.5, beta=-0.5, stages=stages, bk=bk, tile=tile,
+            schedule="kmajor")
+    assert rel_err(c.copy_to_host(), 1.5 * (a.astype(np.float64) @ b) - 0.5 * c0) < 1e-5
+
+
 @pytest.mark.parametrize("slot,ahead,error", [(3, 3, "SharedMemoryRaceError"), (15, 2, "WaitGroupError")])
 def test_sgemm_dbuf_wrong_stage_reuse_is_caught(slot, ahead, error, rng):
     """The stage rule matters, and the simulator sees it. Copies before the barrier (slot 3) one tile further
