@@ -6,4 +6,4 @@ import os as _os
 if _os.environ.get("ASYNCPIPE_SIM", "0") not in ("", "0"):
     _os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
 
-__version__ = "0.1.1"
+__version__ = "0.1.2"

@@ -26,7 +26,10 @@ Also beyond the chapter, two options of the cp.async kernel: ``bk=16`` (16-deep 
 ``tile="8x16"`` (the same CTA tile and pipeline, 128 threads of 8 x 16 outputs: fewer shared-memory
 bytes, LDS and barriers per FFMA; see ``TILES``). And a third, ``schedule="dbuf"`` (``sgemm_cp_async_dbuf``):
 fragments double-buffered in registers, each tile's wait and barrier before its last k-step's FFMAs, so that the
-next tile's first fragments load under them; its copies follow that barrier and take the stage just read.
+next tile's first fragments load under them; its copies follow that barrier and take the stage just read. And
+``schedule="kmajor"`` (``sgemm_cp_async_kmajor``): the dbuf loop on A transposed first by a second kernel
+(``transpose``) into a workspace the launch plan keeps, so that both operands' tiles are k-major and a k-step's
+fragments are all 16-byte shared loads: the fastest (0.98x cuBLAS on the H200 at 4096^3, the transpose included).
 """
 
 from __future__ import annotations
@@ -366,9 +369,11 @@ def sgemm_cp_async_dbuf(M, N, K, alpha, A, B, beta, C):
 # sources from one register bank (bench/h200.md, seventh session). Here the host first transposes A into At (K x MP,
 # zero-padded: ``transpose``, about 2 % of the time at 4096^3), so that A's tile sits k-major in shared memory
 # (BK x BM) and is copied and read as B's is: a k-step's A fragment is two LDS.128 of 4 consecutive rows (a thread's
-# rows are two runs of 4, ROW_STEP apart, as its columns are), a quarter fewer LDS than the pairs, 226 registers
-# instead of 255. The loop is the dbuf loop (sgemm_cp_async_dbuf: k-step d+1's fragments read during k-step d, the
-# wait and the barrier in the last slot, the copies after it), with both operands in two register sets [d % 2].
+# rows are two runs of 4, ROW_STEP apart, as its columns are), a quarter fewer LDS than the pairs, 224 registers
+# instead of 255, a quarter of the FFMAs with a bank conflict instead of a third. On the H200 at 4096^3: 50.3 TFLOPS
+# with the transpose (0.98x cuBLAS), the dbuf loop 45.6 (bench/h200.md, eighth session).
+# The loop is the dbuf loop (sgemm_cp_async_dbuf: k-step d+1's fragments read during k-step d, the wait and the
+# barrier in the last slot, the copies after it), with both operands in two register sets [d % 2].
 # cuBLAS's FFMA kernels keep A k-major in shared memory too, transposing with 4-byte copies; here those copies
 # cost more than they gave back (branch sgemm-kmajor: 40.8 against 44.6 TFLOPS), the separate pass much less.
 def sgemm_cp_async_kmajor(M, N, K, alpha, A, B, beta, C):

@@ -87,10 +87,10 @@ def test_cp_async_8x16_bk16_dbuf_sass():
 @pytest.mark.sass
 def test_cp_async_8x16_bk16_kmajor_sass():
     """schedule="kmajor" (8 x 16, bk 16, 3 stages): the dbuf loop with A's tile k-major, so A's fragment of a k-step
-    is two LDS.128 as B's four are (96 a tile, none narrower); one barrier, one wait and 8 copies a tile. Offline it
-    takes 226 registers (the dbuf loop's A pairs: 255) and 2198 instructions a tile (2241), and a quarter of its
-    FFMAs read two registers from one bank (dbuf: 0.32); on the H200 the kernel alone ran at 51.1 TFLOPS against
-    dbuf's 45.6 (bench/h200.md, eighth session)."""
+    is two LDS.128 as B's four are (96 a tile, none narrower); one barrier, one wait and 8 copies a tile. Offline
+    (ptxas 13.5) it takes 224 registers (the dbuf loop's A pairs: 255) and 2204 instructions a tile (2241), and a
+    quarter of its FFMAs read two registers from one bank (dbuf: 0.32); on the H200, 50.3 TFLOPS with the transpose
+    against dbuf's 45.6 (bench/h200.md, eighth session)."""
     fn = S.kernel_source("cp_async", 3, 4, 4, False, 16, "8x16", schedule="kmajor")
     cubin = assert_sass(fn, SIG, has=("LDGSTS.E.BYPASS.128", "LDS.128", "BAR.SYNC"),
                         lacks=("CALL", "LDL", "STL", "LDS.64"), launch_bounds=S.launch_bounds(False, 16, "8x16", "kmajor"))
