@@ -18,6 +18,7 @@ import numpy as np
 from numba import cuda, float32
 
 from .. import ptx
+from ..host.plans import PlanCache
 from ..jit_cache import jit
 from .unroll import registers, unroll, unrolled
 
@@ -148,9 +149,26 @@ def pair_sums(inp, per_block: int, clusters: int, stream=0):
 
 def cluster_sum(x, cluster_size: int = 2, ctas_per_sm: int = 4, stream=0, out=None):
     """Sum of all elements of the float32 device array ``x`` (any shape, contiguous), as a one-element
-    float64 device array: clusters of ``cluster_size`` CTAs combine over DSMEM, one block finishes."""
+    float64 device array (``out`` when given): clusters of ``cluster_size`` CTAs combine over DSMEM, one block
+    finishes. A repeated call with the same arrays and options reuses its launch plan (``asyncpipe.host.plans``:
+    the two launches prepared, the clusters' partials kept), so it costs two launches and no checks; with ``out``
+    not given, each call allocates its result and so builds a plan."""
+    from ..host.plans import array_key, option_key, run_plan
+
+    if out is None:
+        out = cuda.device_array(1, np.float64, stream=stream)
+    key = (array_key(x), array_key(out), *option_key(cluster_size, ctas_per_sm), id(stream) if stream else 0)
+    run_plan(_plans, key, lambda: _plan(x, cluster_size, ctas_per_sm, stream, out))
+    return out
+
+
+_plans = PlanCache()
+
+
+def _plan(x, cluster_size, ctas_per_sm, stream, out):
+    """The checks, the clusters' partials and the two prepared launches of one problem (``_plans``)."""
     from ..errors import AsyncpipeError, check
-    from ..host.launch import launch
+    from ..host.launch import LaunchSequence, prepare_launch
     from .checks import as_device_array
 
     d = as_device_array("cluster_sum", "x", x)
@@ -164,8 +182,7 @@ def cluster_sum(x, cluster_size: int = 2, ctas_per_sm: int = 4, stream=0, out=No
     blocks = -(-blocks // cluster_size) * cluster_size              # whole clusters
     clusters = blocks // cluster_size
     partials = cuda.device_array(clusters, np.float32, stream=stream)
-    out = cuda.device_array(1, np.float64, stream=stream) if out is None else out
-    launch(_jit("sum"), blocks, THREADS, d.reshape(d.size), np.int64(d.size), partials, cluster=cluster_size,
-           stream=stream)
-    _jit("finish")[1, THREADS, stream](partials, np.int32(clusters), out)
-    return out
+    total = prepare_launch(_jit("sum"), blocks, THREADS, d.reshape(d.size), np.int64(d.size), partials,
+                           cluster=cluster_size, stream=stream)
+    finish = prepare_launch(_jit("finish"), 1, THREADS, partials, np.int32(clusters), out, stream=stream)
+    return LaunchSequence(total, finish, keep=(partials,))

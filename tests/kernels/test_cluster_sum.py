@@ -56,6 +56,21 @@ def test_cluster_sum_2d_and_other_libraries(rng):
     assert abs(got - x.double().sum().item()) <= 1e-6 * x.double().abs().sum().item() + 1e-6
 
 
+@pytest.mark.hopper
+def test_cluster_sum_plan_reuse(rng):
+    """With ``out`` given, a second call with the same arrays reuses the plan (its partials, its two launches):
+    x changed in place in between gives the new sum, in the same NaN-poisoned ``out``."""
+    x = rng.uniform(-1, 1, 1_000_003).astype(np.float32)
+    d = cuda.to_device(x)
+    out = cuda.to_device(np.array([np.nan]))
+    assert C.cluster_sum(d, cluster_size=2, out=out) is out
+    assert abs(out.copy_to_host()[0] - x.astype(np.float64).sum()) <= 1e-6 * np.abs(x).sum() + 1e-6
+    x2 = rng.uniform(0, 1, x.size).astype(np.float32)
+    d.copy_to_device(x2)
+    C.cluster_sum(d, cluster_size=2, out=out)
+    assert abs(out.copy_to_host()[0] - x2.astype(np.float64).sum()) <= 1e-6 * np.abs(x2).sum() + 1e-6
+
+
 @pytest.mark.gpu
 @pytest.mark.simulator_too
 @pytest.mark.parametrize("kw,rule", [
