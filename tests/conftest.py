@@ -78,6 +78,9 @@ def pytest_collection_modifyitems(config, items):
                 names = ", ".join(missing[stem][:3]) + (", ..." if len(missing[stem]) > 3 else "")
                 item.add_marker(pytest.mark.skip(reason=f"no simulator body yet for ptx.{names}"))
         return
+    # the longest compiles first: pytest -n hands tests out in collection order, and these (1-2.5 minutes each
+    # on CI's two cores) left one worker finishing them alone at the end
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
     cc = gpu_cc()
     no_gpu = pytest.mark.skip(reason="needs a CUDA GPU: none is visible here (run scripts/gpu_check.sh on one)")
     old_gpu = pytest.mark.skip(reason=f"needs compute capability 9.0 (Hopper); this GPU is {cc}")

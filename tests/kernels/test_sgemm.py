@@ -34,6 +34,7 @@ def test_cp_async_sass(stages, vec_a, vec_b, edges):
 
 
 @pytest.mark.sass
+@pytest.mark.slow
 def test_cp_async_bk16_sass():
     """The 16-deep stage: 1024 FFMA and 64 LDS.128 a tile, one barrier, still two CTAs per SM."""
     fn = S.kernel_source("cp_async", 3, 4, 4, False, bk=16)
@@ -45,6 +46,7 @@ def test_cp_async_bk16_sass():
 
 
 @pytest.mark.sass
+@pytest.mark.slow
 def test_cp_async_8x16_sass():
     """tile="8x16": 128 threads of 8 x 16 outputs. The loop per 8-deep tile: 1024 FFMA, 48 LDS.128 (8 of
     A, 16 of B per 4 k-steps: 0.047 a FFMA against the chapter's 0.0625), one barrier; under 256
@@ -60,6 +62,7 @@ def test_cp_async_8x16_sass():
 
 
 @pytest.mark.sass
+@pytest.mark.slow
 def test_cp_async_8x16_bk16_dbuf_sass():
     """schedule="dbuf" on the best measured configuration (8 x 16, bk 16, 3 stages): one barrier and one wait per
     tile, 2048 FFMA, A read two k-steps at a time (64 LDS.64: load_shared_x2 keeps LLVM from merging them into
@@ -85,6 +88,7 @@ def test_cp_async_8x16_bk16_dbuf_sass():
 
 
 @pytest.mark.sass
+@pytest.mark.slow
 def test_cp_async_8x16_bk16_kmajor_sass():
     """schedule="kmajor" (8 x 16, bk 16, 3 stages): the dbuf loop with A's tile k-major, so A's fragment of a k-step
     is two LDS.128 as B's four are (96 a tile, none narrower); one barrier, one wait and 8 copies a tile. Offline
@@ -117,6 +121,7 @@ def test_cp_async_dbuf_8x8_sass():
 
 
 @pytest.mark.sass
+@pytest.mark.slow
 def test_cp_async_8x16_edges_sass():
     fn = S.kernel_source("cp_async", 4, 1, 4, True, tile="8x16")
     cubin = assert_sass(fn, SIG, has=("LDGSTS", "LDS"), launch_bounds=S.launch_bounds(True, 8, "8x16"))
