@@ -28,7 +28,7 @@ bytes, LDS and barriers per FFMA; see ``TILES``). And a third, ``schedule="dbuf"
 fragments double-buffered in registers, each tile's wait and barrier before its last k-step's FFMAs, so that the
 next tile's first fragments load under them; its copies follow that barrier and take the stage just read. And
 ``schedule="kmajor"`` (``sgemm_cp_async_kmajor``): the dbuf loop on A transposed first by a second kernel
-(``transpose``) into a workspace the launch plan keeps, so that both operands' tiles are k-major and a k-step's
+(``transpose``) into a workspace (one per stream, as large as A), so that both operands' tiles are k-major and a k-step's
 fragments are all 16-byte shared loads: the fastest (0.98x cuBLAS on the H200 at 4096^3, the transpose included).
 """
 
@@ -110,7 +110,7 @@ TILES = {
 TILE = "8x8"
 # main-loop schedules of the cp.async kernel: "plain" (sgemm_cp_async, the default), "dbuf" (sgemm_cp_async_dbuf:
 # fragments double-buffered in registers, the barrier before the last k-step's FFMAs) or "kmajor" (the dbuf loop on
-# A transposed first, so that A's tiles are k-major as B's are: see sgemm_cp_async_dbuf)
+# A transposed first, so that A's tiles are k-major as B's are: see sgemm_cp_async_kmajor)
 SCHEDULES = ("plain", "dbuf", "kmajor")
 SCHEDULE = "plain"
 A_KMAJOR = False                          # the kernels' default: A is read row-major (kmajor: True)
@@ -562,11 +562,6 @@ def tile_floats(bk: int = BK, schedule: str = SCHEDULE) -> int:
     return BM * a_pitch(bk, schedule) + bk * BN
 
 
-def at_floats(M: int, K: int, bk: int = BK) -> int:
-    """Floats of schedule "kmajor"'s workspace: A transposed, K rounded up to ``bk`` rows of M rounded up to BM."""
-    return (K + bk - 1) // bk * bk * ((M + BM - 1) // BM * BM)
-
-
 def shared_bytes(stages: int, bk: int = BK, schedule: str = SCHEDULE) -> int:
     """Dynamic shared memory of the cp.async kernel: the chapter's 8 KiB per stage (16 KiB with bk 16); the dbuf
     schedule's padded A rows add 4 KiB a stage."""
@@ -582,7 +577,7 @@ def sgemm(A, B, C=None, alpha=1.0, beta=0.0, stages=None, variant="cp_async", st
     stage, 8 as in the chapter or 16; ``tile``, the thread tile, ``"8x8"`` as in the chapter or
     ``"8x16"``: 128 threads of 8 x 16 outputs; ``schedule``, the main loop, ``"plain"`` as in the chapter,
     ``"dbuf"``: fragments double-buffered in registers, see ``sgemm_cp_async_dbuf``, or ``"kmajor"``: the dbuf loop
-    on A transposed first into a workspace as large as A, which the call's launch plan keeps, see
+    on A transposed first into a workspace as large as A, one per stream, kept between calls, see
     ``sgemm_cp_async_kmajor``) or ``"v4"`` (``bk`` 8, ``tile`` "8x8", ``schedule`` "plain").
     For ``cp_async``, what is left None (``stages``, ``tile``, ``bk``, ``schedule``) comes from the tuner's
     fastest measured configuration on this GPU and problem that agrees with what was given
@@ -626,6 +621,19 @@ def _configuration(A, B, stages, tile, bk, schedule=None) -> tuple:
 
 
 _plans = PlanCache()
+_workspaces: dict = {}                    # stream -> the buffer its kmajor plans transpose A into (_at_workspace)
+
+
+def _at_workspace(floats: int, stream):
+    """The buffer schedule "kmajor" transposes A into, one per stream, shared by that stream's plans: their launches
+    run in stream order, so each transpose comes after the previous GEMM has read the buffer. It grows to the largest
+    problem seen; a plan keeps the one it was built with. (One buffer per plan would keep up to PLAN_CACHE_SIZE
+    copies of A alive, one per call that lets sgemm allocate C.)"""
+    key = id(stream) if stream else 0
+    buf = _workspaces.get(key)
+    if buf is None or buf.size < floats:
+        buf = _workspaces[key] = cuda.device_array(floats, np.float32, stream=stream)
+    return buf
 
 
 def _plan(A, B, C, alpha, beta, stages, variant, stream, c_given, bk, tile=TILE, schedule=SCHEDULE):
@@ -653,10 +661,9 @@ def _plan(A, B, C, alpha, beta, stages, variant, stream, c_given, bk, tile=TILE,
     grid = ((N + BN - 1) // BN, (M + BM - 1) // BM)
     a_flat = a.reshape(M * K)
     if schedule == "kmajor":                          # the kernel reads At (K x MP, zero-padded) instead of A
-        at = cuda.device_array(at_floats(M, K, bk), np.float32, stream=stream)
         mp, kp = grid[1] * BM, (K + bk - 1) // bk * bk
-        pre = prepare_launch(transpose.kernel(), transpose.grid(mp, kp), (transpose.TILE, transpose.ROWS),
-                             *transpose.launch_args(a_flat, at, M, K, mp, kp), stream=stream)
+        at = _at_workspace(kp * mp, stream)
+        pre = transpose.prepare(a_flat, at, M, K, mp, kp, stream=stream)
         a_flat = at
     args = (np.int32(M), np.int32(N), np.int32(K), np.float32(alpha), a_flat, b.reshape(K * N),
             np.float32(beta), c.reshape(M * N))

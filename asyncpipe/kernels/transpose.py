@@ -1,8 +1,9 @@
 """Out-of-place transpose of a float32 row-major matrix into a zero-padded buffer.
 
-``transpose(src, dst, rows, cols, rows_out, cols_out)``: ``dst`` is ``cols_out x rows_out`` (row-major, flat),
-``dst[c, r] = src[r, c]`` inside ``src`` and 0 in the padding (``r >= rows`` or ``c >= cols``). The SGEMM's
-``schedule="kmajor"`` reads A through it: A's tiles then lie k-major in memory as B's do.
+``prepare(src, dst, rows, cols, rows_out, cols_out)``: the prepared launch that makes ``dst`` (``cols_out x
+rows_out``, row-major, flat) ``dst[c, r] = src[r, c]`` inside ``src`` and 0 in the padding (``r >= rows`` or
+``c >= cols``). The SGEMM's ``schedule="kmajor"`` reads A through it: A's tiles then lie k-major in memory as B's
+do.
 
 A CTA of 32 x 8 threads moves a 32 x 32 tile through shared memory, each thread four elements: a warp reads one
 128-byte row of the tile and writes one 128-byte row of the result. The tile's rows are padded by one float, so
@@ -38,19 +39,14 @@ def _transpose(src, dst, rows, cols, rows_out, cols_out):
 _kernel = None
 
 
-def kernel():
-    """The compiled-on-first-use transpose kernel (numba's disk cache keeps it across processes)."""
+def prepare(src, dst, rows: int, cols: int, rows_out: int, cols_out: int, stream=0):
+    """The ``PreparedLaunch`` of the transpose of flat float32 device arrays ``src`` (``rows x cols``) into ``dst``
+    (``cols_out x rows_out``): one CTA per 32 x 32 tile of ``dst``."""
+    from ..host.launch import prepare_launch
+
     global _kernel
-    if _kernel is None:
+    if _kernel is None:                               # compiled on first use; numba's disk cache keeps it
         _kernel = jit(_transpose)
-    return _kernel
-
-
-def grid(rows_out: int, cols_out: int) -> tuple[int, int]:
-    """CTAs of the transpose into a ``cols_out x rows_out`` buffer: one per 32 x 32 tile of it."""
-    return (cols_out + TILE - 1) // TILE, (rows_out + TILE - 1) // TILE
-
-
-def launch_args(src, dst, rows: int, cols: int, rows_out: int, cols_out: int) -> tuple:
-    """The kernel's arguments: flat float32 ``src`` (``rows x cols``) and ``dst`` (``cols_out x rows_out``)."""
-    return src, dst, np.int32(rows), np.int32(cols), np.int32(rows_out), np.int32(cols_out)
+    grid = (cols_out + TILE - 1) // TILE, (rows_out + TILE - 1) // TILE
+    return prepare_launch(_kernel, grid, (TILE, ROWS), src, dst, np.int32(rows), np.int32(cols), np.int32(rows_out),
+                          np.int32(cols_out), stream=stream)

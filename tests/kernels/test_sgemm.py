@@ -110,11 +110,13 @@ def test_cp_async_8x16_bk16_kmajor_sass():
 
 
 @pytest.mark.sass
-def test_cp_async_dbuf_8x8_sass():
-    """schedule="dbuf" with the chapter's tile: still within the two-CTA budget of 128 registers, no spills."""
-    fn = S.kernel_source("cp_async", 3, 4, 4, False, schedule="dbuf")
+@pytest.mark.parametrize("schedule", ["dbuf", "kmajor"])
+def test_cp_async_dbuf_8x8_sass(schedule):
+    """The dbuf and kmajor loops with the chapter's tile: still within the two-CTA budget of 128 registers, no
+    spills."""
+    fn = S.kernel_source("cp_async", 3, 4, 4, False, schedule=schedule)
     cubin = assert_sass(fn, SIG, has=("LDS.128", "BAR.SYNC"), lacks=("CALL", "LDL", "STL"),
-                        launch_bounds=S.launch_bounds(False, 8, "8x8", "dbuf"))
+                        launch_bounds=S.launch_bounds(False, 8, "8x8", schedule))
     assert cubin.resources.registers <= 128
     loop = loop_opcodes(cubin)
     assert sum(op.startswith("FFMA") for op in loop) == 512 and sum(op == "BAR.SYNC.DEFER_BLOCKING" for op in loop) == 1
@@ -253,6 +255,21 @@ def test_sgemm_kmajor_plan_transposes_each_call(rng):
     da.copy_to_device(a2)
     S.sgemm(da, db, c, **kw)
     assert rel_err(c.copy_to_host(), a2.astype(np.float64) @ b) < 1e-5
+
+
+@pytest.mark.gpu
+@pytest.mark.simulator_too
+def test_sgemm_kmajor_plans_share_a_workspace(rng):
+    """The kmajor plans of one stream transpose A into one buffer: calls that let sgemm allocate C (a new plan each)
+    keep no copy of A each; a larger problem grows the buffer. Both results are checked."""
+    S._workspaces.clear()
+    kw = dict(stages=2, bk=8, tile="8x8", schedule="kmajor")
+    for m, k in ((128, 64), (128, 64), (256, 64)):
+        a = rng.standard_normal((m, k)).astype(np.float32)
+        b = rng.standard_normal((k, 128)).astype(np.float32)
+        c = S.sgemm(cuda.to_device(a), cuda.to_device(b), **kw)
+        assert rel_err(c.copy_to_host(), a.astype(np.float64) @ b) < 1e-5
+        assert len(S._workspaces) == 1 and S._workspaces[0].size == m * k
 
 
 @pytest.mark.gpu

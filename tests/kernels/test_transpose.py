@@ -5,7 +5,6 @@ import pytest
 from numba import cuda
 from numba.cuda import types
 
-from asyncpipe.host.launch import prepare_launch
 from asyncpipe.kernels import transpose as T
 from tests.sass import assert_sass
 
@@ -13,8 +12,7 @@ from tests.sass import assert_sass
 def run(a, rows_out, cols_out):
     rows, cols = a.shape
     dst = cuda.to_device(np.full(rows_out * cols_out, np.nan, np.float32))      # poisoned: padding must be written
-    prepare_launch(T.kernel(), T.grid(rows_out, cols_out), (T.TILE, T.ROWS),
-                   *T.launch_args(cuda.to_device(a.reshape(-1)), dst, rows, cols, rows_out, cols_out))()
+    T.prepare(cuda.to_device(a.reshape(-1)), dst, rows, cols, rows_out, cols_out)()
     return dst.copy_to_host().reshape(cols_out, rows_out)
 
 
