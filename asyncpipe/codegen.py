@@ -179,13 +179,67 @@ class Cubin:
 
 def compile_kernel(pyfunc, argtypes, cc=HOPPER_A, **options) -> Cubin:
     """Compile the Python kernel ``pyfunc`` (a plain function or ``cuda.jit`` dispatcher) for
-    ``argtypes`` and ``cc`` with its shims, link with LTO, and return the cubin."""
+    ``argtypes`` and ``cc`` with its shims, link with LTO, and return the cubin.
+
+    Under the simulator (``NUMBA_ENABLE_CUDASIM=1`` in this process) numba's compiler is not loaded, so
+    the same call compiles in a child process that runs without it (``compile_kernel_in_subprocess``)."""
+    pyfunc = getattr(pyfunc, "py_func", None) or getattr(pyfunc, "fn", pyfunc)   # fn: the simulator's kernel
+    if _simulating():
+        return compile_kernel_in_subprocess(pyfunc, argtypes, cc, **options)
     from cuda.core import Linker, LinkerOptions, ObjectCode
     from numba import cuda
 
-    pyfunc = getattr(pyfunc, "py_func", pyfunc)
     objs, _ = cuda.compile_all(pyfunc, tuple(argtypes), device=False, abi="numba", cc=cc, output="ltoir", **options)
     codes = [o if isinstance(o, ObjectCode) else ObjectCode.from_ltoir(bytes(o)) for o in objs]
     arch = f"sm_{cc[0]}{cc[1]}{cc[2] if len(cc) > 2 else ''}"
     linked = Linker(*codes, options=LinkerOptions(arch=arch, link_time_optimization=True)).link("cubin")
     return Cubin(bytes(linked.code), arch)
+
+
+# ------------------------------------------------------------------------------------------------
+# The same compile from a process that runs the simulator (a notebook or test of the simulator run)
+# ------------------------------------------------------------------------------------------------
+_SIMULATOR_SWITCHES = ("NUMBA_ENABLE_CUDASIM", "ASYNCPIPE_SIM")
+
+
+def _simulating() -> bool:
+    return os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0")
+
+
+def compile_kernel_in_subprocess(pyfunc, argtypes, cc=HOPPER_A, timeout: float = 900, **options) -> Cubin:
+    """``compile_kernel`` in a fresh Python process with the simulator switched off.
+
+    numba picks its simulator or its compiler once, at import, so a process that simulates cannot
+    compile. ``pyfunc`` and ``argtypes`` travel by cloudpickle (numba's copy): the function's code by
+    value, the modules it names (``ptx``, ``cuda``, ``np``) by reference, so that the child resolves
+    them to the real compiler's objects. The cubin comes back; reading it (``sass``, ``resources``)
+    needs only ``cuobjdump``. Raises ``RuntimeError`` with the child's traceback when it fails."""
+    import pickle
+    import sys
+
+    from numba import cloudpickle
+
+    env = {k: v for k, v in os.environ.items() if k not in _SIMULATOR_SWITCHES}
+    with tempfile.TemporaryDirectory() as d:
+        job, result = Path(d) / "job.pkl", Path(d) / "cubin.pkl"
+        job.write_bytes(cloudpickle.dumps((pyfunc, tuple(argtypes), cc, options)))
+        out = subprocess.run([sys.executable, "-m", "asyncpipe.codegen", str(job), str(result)],
+                             capture_output=True, text=True, env=env, timeout=timeout)
+        if out.returncode:
+            raise RuntimeError(f"compile_kernel_in_subprocess: the child failed:\n{out.stderr[-4000:]}")
+        data, arch = pickle.loads(result.read_bytes())
+    return Cubin(data, arch)
+
+
+def _compile_job(job: str, result: str) -> None:
+    import pickle
+
+    pyfunc, argtypes, cc, options = pickle.loads(Path(job).read_bytes())
+    cubin = compile_kernel(pyfunc, argtypes, cc, **options)
+    Path(result).write_bytes(pickle.dumps((cubin.data, cubin.arch)))
+
+
+if __name__ == "__main__":
+    import sys
+
+    _compile_job(sys.argv[1], sys.argv[2])
