@@ -4,9 +4,14 @@
     python -m asyncpipe timeline --tiles 8 --stages 4 --load-latency 20 --compute 2 --no-empty-commit --plot p.png
     python -m asyncpipe timeline --pattern ring --consumers 2 --tiles 8 --stages 2 --load-latency 20 --compute 4
 
-With ``--json`` stdout is one JSON object (``total_time``, ``stall_time``, ``events``, ``tiles``,
-``hazards``, ``params``) and nothing else; otherwise a summary and the event list. Hazards are
-part of the answer (exit status 0); bad input exits with 2 and the rule it broke.
+Times are nanoseconds: ``--load-latency``, ``--compute`` and ``--issue-cost`` are ns, ``--bandwidth``
+is bytes per ns (= GB/s), and so is every time printed. With ``--json`` stdout is one JSON object
+(``unit``: ``"ns"``, ``total_time``, ``stall_time``, ``stalls``, ``events``, ``tiles``, ``hazards``,
+``params``) and nothing else; otherwise the inputs, the event list (``--no-events`` leaves it out),
+the total and stall, then one line starting ``HAZARD`` per hazard the model found (an uncovered
+``wait_group``, a read before the load landed, a wait on the wrong mbarrier phase, a deadlock: which
+tile, which wait, what it covered, what it needed and the pitfall behind it), or ``no hazard``.
+Hazards are part of the answer (exit status 0); bad input exits with 2 and the rule it broke.
 """
 
 from __future__ import annotations
@@ -17,10 +22,13 @@ import sys
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tiles", type=int, required=True, help="T: tiles (k-steps) one CTA runs through")
     p.add_argument("--stages", type=int, required=True, help="S: shared-memory stages (slots)")
-    p.add_argument("--load-latency", type=float, required=True, help="L: time from issuing a load to its landing")
-    p.add_argument("--compute", type=float, required=True, help="C: compute time per tile")
-    p.add_argument("--issue-cost", type=float, default=0.0, help="I: time to issue one tile's loads (default 0)")
-    p.add_argument("--bandwidth", type=float, help="bytes per unit of time for the whole SM (default unlimited)")
+    p.add_argument("--load-latency", type=float, required=True, metavar="NS",
+                   help="L: ns from issuing a load to its landing")
+    p.add_argument("--compute", type=float, required=True, metavar="NS", help="C: compute ns per tile")
+    p.add_argument("--issue-cost", type=float, default=0.0, metavar="NS",
+                   help="I: ns to issue one tile's loads (default 0)")
+    p.add_argument("--bandwidth", type=float, metavar="GBPS",
+                   help="bytes per ns (GB/s) for the whole SM (default unlimited)")
     p.add_argument("--tile-bytes", type=int, help="bytes per load (needed with --bandwidth)")
     p.add_argument("--ctas", type=int, default=1, help="CTAs per SM sharing the bandwidth (default 1)")
     p.add_argument("--pattern", choices=("cp.async", "ring"), default="cp.async",
@@ -31,8 +39,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--schedule", choices=("split", "alternate"), default="split",
                    help="ring: every consumer takes every tile (split) or they take turns (alternate)")
     p.add_argument("--flipped-parity", action="store_true", help="ring: consumers wait full[s] with the wrong parity")
-    p.add_argument("--plot", metavar="PNG", help="write a Gantt chart here (needs matplotlib)")
+    p.add_argument("--plot", metavar="PNG", help="write a Gantt chart here (needs matplotlib): loads, computes, "
+                   "stalls and where each wait returns, time in ns")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    p.add_argument("--no-events", action="store_true", help="text: leave out the event list")
 
 
 def run(args) -> int:
@@ -59,12 +69,15 @@ def run(args) -> int:
         return 2
     if args.json:
         print(tl.to_json())
-    else:
-        print(tl.summary())
+        return 0
+    print(tl.headline())
+    if not args.no_events:
+        print(f"{'time (' + tl.unit + ')':>12s}  {'actor':<11s} {'event':<14s} where")
         for e in tl.events:
             where = " ".join(f"{k} {v}" for k, v in (("tile", e.tile), ("slot", e.slot), ("group", e.group))
                              if v is not None)
             print(f"{e.time:>12g}  {e.actor:<11s} {e.kind:<14s} {where}{'  ' + e.detail if e.detail else ''}")
-        if args.plot:
-            print(f"plot: {args.plot}")
+    print(tl.verdict())                                  # the HAZARD lines come last, where a terminal ends
+    if args.plot:
+        print(f"plot: {args.plot}")
     return 0

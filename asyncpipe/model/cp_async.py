@@ -29,9 +29,9 @@ total in that case without simulating.
 
 from __future__ import annotations
 
-from .inputs import common_params, load_path
-from .timeline import (COMMIT, COMPUTE_END, COMPUTE_START, ISSUE, LAND, READ_BEFORE_LAND, WAIT, EventLog, Hazard,
-                       Timeline, TileTimes)
+from .inputs import common_params, load_path, time_unit
+from .timeline import (COMMIT, COMPUTE_END, COMPUTE_START, EMPTY_COMMIT_PITFALL, ISSUE, LAND, READ_BEFORE_LAND,
+                       UNCOVERED_WAIT, UNIT, WAIT, EventLog, Hazard, Stall, Timeline, TileTimes)
 
 API = "cp_async_timeline"
 _WHY_STAGES = "the pattern keeps S-1 >= 1 loads ahead of the compute and waits with wait_group(S-2)"
@@ -40,16 +40,22 @@ CTA = "cta"
 
 def cp_async_timeline(tiles: int, stages: int, load_latency: float, compute: float, *, issue_cost: float = 0.0,
                       bandwidth: float | None = None, tile_bytes: int | None = None, ctas_per_sm: int = 1,
-                      empty_commit: bool = True) -> Timeline:
+                      empty_commit: bool = True, unit: str = UNIT) -> Timeline:
     """Model the chapter's cp.async pipeline and return its :class:`Timeline`.
 
     ``tiles`` T >= 1, ``stages`` S >= 2; ``load_latency``, ``compute`` (per tile) and
-    ``issue_cost`` (per load) are durations >= 0 in one unit. ``bandwidth`` (bytes per unit of
-    time for the whole SM, None for unlimited) is shared by ``ctas_per_sm`` CTAs, each load moving
-    ``tile_bytes``. ``empty_commit=False`` is the chapter's pitfall: commit only after an issue.
+    ``issue_cost`` (per load) are durations >= 0 in ``unit`` (ns unless named). ``bandwidth``
+    (bytes per unit of time for the whole SM, None for unlimited) is shared by ``ctas_per_sm`` CTAs,
+    each load moving ``tile_bytes``. ``empty_commit=False`` is the chapter's pitfall: commit only
+    after an issue.
+
+    Hazards: every iteration whose ``wait_group(S-2)`` does not cover tile k's group is one, a
+    ``read_before_land`` when tile k is read before it lands, an ``uncovered_wait`` when this run's
+    timing let it land in time anyway (``extra["uncovered_waits"]`` lists those iterations).
     """
     params = common_params(API, tiles, stages, load_latency, compute, issue_cost, 2, _WHY_STAGES)
     path = load_path(API, load_latency, bandwidth, tile_bytes, ctas_per_sm)
+    unit = time_unit(API, unit)
     params.update(bandwidth=bandwidth, tile_bytes=tile_bytes, ctas_per_sm=ctas_per_sm, empty_commit=bool(empty_commit))
     T, S, C, I = params["tiles"], params["stages"], params["compute"], params["issue_cost"]
 
@@ -86,15 +92,19 @@ def cp_async_timeline(tiles: int, stages: int, load_latency: float, compute: flo
     # ---- main loop ------------------------------------------------------------------------------
     rows: list[TileTimes] = []
     hazards: list[Hazard] = []
-    stall = 0.0
+    stalls: list[Stall] = []
     uncovered: list[int] = []                          # iterations whose wait missed tile k's group
     for k in range(T):
-        covered = max(0, len(groups) - (S - 2))        # wait_group(S-2): groups [0, covered) complete
-        ready = max([t] + [land_t[x] for g in groups[:covered] for x in g])
-        stall += ready - t
+        committed = len(groups)
+        covered = max(0, committed - (S - 2))          # wait_group(S-2): groups [0, covered) complete
+        waited = [x for g in groups[:covered] for x in g]
+        ready = max([t] + [land_t[x] for x in waited])
+        if ready > t:
+            last = max(waited, key=lambda x: land_t[x])
+            stalls.append(Stall(t, ready, CTA, k, k % S, detail=f"wait_group({S - 2}) until tile {last} lands"))
         t = ready
         log.add(t, WAIT, CTA, k, k % S, covered - 1,
-                f"wait_group({S - 2}) with {len(groups)} groups committed: groups 0..{covered - 1} complete")
+                f"wait_group({S - 2}) with {committed} groups committed: {_groups(covered)} complete")
         nxt = k + S - 1
         issued = nxt < T
         if issued:
@@ -105,11 +115,7 @@ def cp_async_timeline(tiles: int, stages: int, load_latency: float, compute: flo
         home = next(i for i, g in enumerate(groups) if k in g)
         if home >= covered:
             uncovered.append(k)
-        if land_t[k] > start:
-            hazards.append(Hazard(READ_BEFORE_LAND, k, start,
-                                  f"tile {k} is read at t={start:g} but lands at t={land_t[k]:g}: wait_group({S - 2}) "
-                                  f"covered groups 0..{covered - 1} while tile {k} is in group {home}"
-                                  + ("" if empty_commit else " (the tail dropped the empty commit_group)")))
+            hazards.append(_uncovered_wait(k, S, committed, covered, home, start, land_t[k], empty_commit, unit))
         log.add(start, COMPUTE_START, CTA, k, k % S)
         t = start + C
         log.add(t, COMPUTE_END, CTA, k, k % S)
@@ -119,9 +125,33 @@ def cp_async_timeline(tiles: int, stages: int, load_latency: float, compute: flo
     ready = max([t] + list(land_t.values()))
     if ready > t:
         log.add(ready, WAIT, CTA, detail="wait_all")
-    stall += ready - t
+        last = max(land_t, key=land_t.get)
+        stalls.append(Stall(t, ready, CTA, last, last % S, detail=f"wait_all until tile {last} lands"))
+    stall = sum(st.end - st.start for st in stalls)
     # uncovered_waits: the wait did not cover tile k's group, whether or not timing hid it
-    return Timeline("cp.async", params, log.sorted(), rows, ready, stall, hazards, {"uncovered_waits": uncovered})
+    return Timeline("cp.async", params, log.sorted(), rows, ready, stall, hazards, {"uncovered_waits": uncovered},
+                    stalls=stalls, unit=unit)
+
+
+def _groups(n: int) -> str:
+    """``groups 0..n-1`` in words."""
+    return "no group" if n == 0 else "group 0" if n == 1 else f"groups 0..{n - 1}"
+
+
+def _uncovered_wait(k: int, S: int, committed: int, covered: int, home: int, start: float, land: float,
+                    empty_commit: bool, unit: str) -> Hazard:
+    """Tile k's ``wait_group(S-2)`` returned with ``covered`` groups complete of ``committed``, but
+    tile k is in group ``home``: read before it landed, or (timing hid it) an uncovered wait."""
+    missed = (f"wait_group({S - 2}) covered {_groups(covered)} while tile {k} is in group {home}: it needed "
+              f"{_groups(home + 1)} complete, i.e. wait_group({committed - home - 1}) with {committed} groups "
+              f"committed")
+    cause = "" if empty_commit else EMPTY_COMMIT_PITFALL
+    if land > start:
+        return Hazard(READ_BEFORE_LAND, k, start,
+                      f"tile {k} is read at t={start:g} {unit} but lands at t={land:g} {unit}: {missed}", cause)
+    return Hazard(UNCOVERED_WAIT, k, start,
+                  f"tile {k}'s {missed}; it landed at t={land:g} {unit}, by its read at t={start:g} {unit}, only through "
+                  f"this run's timing (a slower load is read before it lands)", cause)
 
 
 def cp_async_start(k: int, stages: int, load_latency: float, compute: float) -> float:

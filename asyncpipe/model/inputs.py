@@ -74,3 +74,10 @@ def common_params(api: str, tiles, stages, load_latency, compute, issue_cost, mi
         "compute": duration(api, "compute", compute),
         "issue_cost": duration(api, "issue_cost", issue_cost),
     }
+
+
+def time_unit(api: str, unit) -> str:
+    """``unit``, the name of the time unit the durations are in (``"ns"``), as a non-empty string."""
+    check(isinstance(unit, str) and unit.strip() != "", api, "unit must be a non-empty string naming the time unit",
+          repr(unit), SOURCE)
+    return unit.strip()

@@ -32,9 +32,10 @@ import heapq
 import itertools
 
 from ..errors import check
-from .inputs import common_params, count, load_path
-from .timeline import (COMPUTE_END, COMPUTE_START, DEADLOCK, ISSUE, LAND, OVERWRITE_BEFORE_RELEASE, READ_BEFORE_LAND,
-                       RELEASE, WAIT, EventLog, Hazard, Timeline, TileTimes)
+from .inputs import common_params, count, load_path, time_unit
+from .timeline import (COMPUTE_END, COMPUTE_START, DEADLOCK, FLIPPED_PARITY, ISSUE, LAND, OVERWRITE_BEFORE_RELEASE,
+                       READ_BEFORE_LAND, RELEASE, TOO_MANY_CONSUMERS, UNIT, WAIT, EventLog, Hazard, Stall, Timeline,
+                       TileTimes)
 
 API = "mbarrier_ring_timeline"
 SCHEDULES = ("split", "alternate")
@@ -80,19 +81,23 @@ class _Actor:
 def mbarrier_ring_timeline(tiles: int, stages: int, load_latency: float, compute: float, *, consumers: int = 1,
                            schedule: str = "split", issue_cost: float = 0.0, bandwidth: float | None = None,
                            tile_bytes: int | None = None, ctas_per_sm: int = 1,
-                           consumer_parity: str = "correct") -> Timeline:
+                           consumer_parity: str = "correct", unit: str = UNIT) -> Timeline:
     """Model the TMA + mbarrier ring and return its :class:`Timeline`.
 
     ``stages`` S >= 1 slots; ``consumers`` >= 1 taking tiles by ``schedule``; ``issue_cost`` is the
-    producer's time per TMA issue; memory inputs as in ``cp_async_timeline``.
+    producer's time per TMA issue; memory inputs and ``unit`` as in ``cp_async_timeline``.
     ``consumer_parity="flipped"`` is the classic mistake of waiting ``full[s]`` with parity
     ``(p & 1) ^ 1``. A deadlock ends the run with ``total_time`` infinite and a hazard per stuck actor.
+    A consumer's wait that returns before its tile's phase of ``full[s]`` completed (the parity
+    named another phase) is a ``read_before_land`` hazard saying which phase it returned in and
+    which it needed.
     """
     params = common_params(API, tiles, stages, load_latency, compute, issue_cost, 1, "one slot at least")
     n = count(API, "consumers", consumers, 1)
     check(schedule in SCHEDULES, API, f"schedule must be one of {SCHEDULES}", repr(schedule))
     check(consumer_parity in PARITIES, API, f"consumer_parity must be one of {PARITIES}", repr(consumer_parity))
     path = load_path(API, load_latency, bandwidth, tile_bytes, ctas_per_sm)
+    unit = time_unit(API, unit)
     params.update(consumers=n, schedule=schedule, bandwidth=bandwidth, tile_bytes=tile_bytes,
                   ctas_per_sm=ctas_per_sm, consumer_parity=consumer_parity)
     T, S, C, I = params["tiles"], params["stages"], params["compute"], params["issue_cost"]
@@ -114,6 +119,8 @@ def mbarrier_ring_timeline(tiles: int, stages: int, load_latency: float, compute
     issue_t: dict[int, float] = {}
     land_t: dict[int, float] = {}
     starts: dict[tuple[int, int], float] = {}       # (tile, consumer) -> compute start
+    passed: dict[tuple[int, int], int] = {}          # (tile, consumer) -> phases full[s] had completed at its wait
+    stalls: list[Stall] = []
     t = 0.0
 
     def step(a: _Actor) -> bool:
@@ -130,7 +137,11 @@ def mbarrier_ring_timeline(tiles: int, stages: int, load_latency: float, compute
                 since = t if a.waiting_since is None else a.waiting_since
                 a.stall += t - since
                 a.waiting_since = None
-                log.add(t, WAIT, a.name, k, s, k // S, f"{bar.name} parity {parity}")
+                log.add(t, WAIT, a.name, k, s, k // S, f"{bar.name} parity {parity}, {bar.phase} phases complete")
+                if a is not producer:
+                    passed[(k, cons.index(a))] = bar.phase
+                    if t > since:
+                        stalls.append(Stall(since, t, a.name, k, s, cons.index(a), f"{bar.name} parity {parity}"))
             elif op == "issue":
                 issue_t[k] = t
                 log.add(t, ISSUE, a.name, k, s, k // S)
@@ -171,31 +182,39 @@ def mbarrier_ring_timeline(tiles: int, stages: int, load_latency: float, compute
         t = queue[0][0]
 
     hazards: list[Hazard] = []
+    u = unit
+    cause = FLIPPED_PARITY if flip else TOO_MANY_CONSUMERS if schedule == "alternate" and n > S else ""
     stuck = [a for a in actors if not a.done]
     for a in stuck:
         op, bar, parity, k = a.program[a.pc]
         hazards.append(Hazard(DEADLOCK, k, a.waiting_since if a.waiting_since is not None else t,
                               f"{a.name} waits {bar.name} with parity {parity} for tile {k} forever: "
-                              f"{bar.name} is in phase {bar.phase} and nothing can complete it"))
+                              f"{bar.name} is in phase {bar.phase} and nothing can complete it", cause))
     rows = []
     for (k, c), start in sorted(starts.items()):
         land = land_t.get(k, float("inf"))
         rows.append(TileTimes(k, k % S, issue_t.get(k, float("inf")), land, start, start + C, c))
         if land > start:
+            p, q = k // S, ((k // S) & 1) ^ flip
+            lands = "never lands" if land == float("inf") else f"lands at t={land:g} {u}"
             hazards.append(Hazard(READ_BEFORE_LAND, k, start,
-                                  f"consumer {c} reads tile {k} at t={start:g} but it lands at t={land:g}: its wait on "
-                                  f"full[{k % S}] with parity {((k // S) & 1) ^ flip} passed on another phase"))
+                                  f"consumer {c} reads tile {k} at t={start:g} {u} but it {lands}: its wait on "
+                                  f"full[{k % S}] with parity {q} returned with {passed[(k, c)]} phases of "
+                                  f"full[{k % S}] complete, while tile {k} is phase {p} (round k // S) and needed "
+                                  f"{p + 1} complete: it should wait with parity {p & 1}", cause))
     for k, t_issue in issue_t.items():
         if k >= S:
             prev = [start + C for (kk, _), start in starts.items() if kk == k - S]
             if prev and t_issue < max(prev):
                 hazards.append(Hazard(OVERWRITE_BEFORE_RELEASE, k, t_issue,
-                                      f"tile {k} refills slot {k % S} at t={t_issue:g} while tile {k - S} is read "
-                                      f"until t={max(prev):g}"))
+                                      f"tile {k} refills slot {k % S} at t={t_issue:g} {u} while tile {k - S} is read "
+                                      f"until t={max(prev):g} {u}", cause))
     hazards.sort(key=lambda h: (h.time, h.tile))
     total = float("inf") if stuck else t
     extra = {"producer_stall_time": producer.stall, "consumer_stall_times": [a.stall for a in cons]}
-    return Timeline("mbarrier ring", params, log.sorted(), rows, total, sum(a.stall for a in cons), hazards, extra)
+    stalls.sort(key=lambda st: (st.start, st.consumer))
+    return Timeline("mbarrier ring", params, log.sorted(), rows, total, sum(a.stall for a in cons), hazards, extra,
+                    stalls=stalls, unit=unit)
 
 
 def mbarrier_ring_closed_form(tiles: int, stages: int, load_latency: float, compute: float) -> float:

@@ -1,9 +1,11 @@
 """What a pipeline model returns: every event, per-tile times, stalls, the total and any hazard.
 
 Both models (``cp_async_timeline``, ``mbarrier_ring_timeline``) return a :class:`Timeline`. Times
-are in whatever unit the inputs were given in (nanoseconds for the SGEMM calibration). Events are
-kept in time order, ties in program order, so that a reader can replay the pipeline line by line;
-``to_dict`` is what ``python -m asyncpipe timeline --json`` prints.
+are nanoseconds (``Timeline.unit``, ``"unit": "ns"`` in the JSON): the command line takes ns, and
+the SGEMM calibration is measured in ns. The arithmetic does not depend on it, so a caller that
+counts in another unit (compute times, cycles) says so with the models' ``unit=`` and every label
+and summary follows. Events are kept in time order, ties in program order, so that a reader can
+replay the pipeline line by line; ``to_dict`` is what ``python -m asyncpipe timeline --json`` prints.
 """
 
 from __future__ import annotations
@@ -25,6 +27,18 @@ RELEASE = "release"              # a consumer arrives on the tile's empty barrie
 READ_BEFORE_LAND = "read_before_land"    # compute read a stage before its load had landed
 OVERWRITE_BEFORE_RELEASE = "overwrite_before_release"   # a load refilled a slot still being read
 DEADLOCK = "deadlock"                    # a wait can never return
+UNCOVERED_WAIT = "uncovered_wait"        # a wait returned without covering the tile read next; the timing
+                                         # of this run hid it (the load landed anyway), a slower load would not
+
+UNIT = "ns"                              # the models' time unit unless a caller names another
+
+# Causes: the pitfall behind a hazard, named in the chapter's words.
+EMPTY_COMMIT_PITFALL = ("the empty-commit pitfall: the tail issued nothing and committed nothing, so wait_group(S-2) "
+                        "counts older groups; commit_group every iteration, even with nothing issued")
+FLIPPED_PARITY = ("flipped parity: consumers must wait full[s] with parity (k // S) & 1, the parity of the phase their "
+                  "tile completes")
+TOO_MANY_CONSUMERS = ("more alternating consumers than slots: a parity names one of two phases, so a consumer's wait "
+                      "on a slot two rounds ahead passes on the round before")
 
 
 @dataclass(frozen=True)
@@ -63,6 +77,26 @@ class Hazard:
     tile: int
     time: float
     detail: str
+    cause: str = ""          # the pitfall behind it (``EMPTY_COMMIT_PITFALL``...), when the model knows it
+
+    def line(self, unit: str = UNIT) -> str:
+        """``HAZARD <kind> (tile k, t=... ns): <detail>. Cause: <cause>``: how the CLI prints it."""
+        return (f"HAZARD {self.kind} (tile {self.tile}, t={self.time:g} {unit}): {self.detail}"
+                + (f". Cause: {self.cause}" if self.cause else ""))
+
+
+@dataclass(frozen=True)
+class Stall:
+    """The compute of ``actor`` waiting for data from ``start`` to ``end`` (its wait's return)
+    before reading ``tile`` (in ``slot``); ``detail`` says which wait."""
+
+    start: float
+    end: float
+    actor: str
+    tile: int
+    slot: int
+    consumer: int = 0
+    detail: str = ""
 
 
 @dataclass
@@ -71,7 +105,8 @@ class Timeline:
 
     ``total_time`` is when the last compute ended (and, for cp.async, the final ``wait_all`` saw
     every load land); ``inf`` when the run deadlocked. ``stall_time`` is how long the compute
-    waited for data, summed over consumers.
+    waited for data, summed over consumers; ``stalls`` are those waits one by one (their durations
+    sum to ``stall_time``). Times are in ``unit``.
     """
 
     pattern: str
@@ -82,6 +117,8 @@ class Timeline:
     stall_time: float
     hazards: list[Hazard] = field(default_factory=list)
     extra: dict = field(default_factory=dict)
+    stalls: list[Stall] = field(default_factory=list)
+    unit: str = UNIT
 
     @property
     def ok(self) -> bool:
@@ -102,11 +139,13 @@ class Timeline:
 
         return {
             "pattern": self.pattern,
+            "unit": self.unit,
             "params": dict(self.params),
             "total_time": num(self.total_time),
             "stall_time": num(self.stall_time),
             "deadlock": self.deadlocked,
             "hazards": [asdict(h) for h in self.hazards],
+            "stalls": [asdict(st) for st in self.stalls],
             "tiles": [asdict(t) for t in self.tiles],
             "events": [asdict(e) for e in self.events],
             **{k: num(v) for k, v in self.extra.items()},
@@ -115,15 +154,24 @@ class Timeline:
     def to_json(self, **kw) -> str:
         return json.dumps(self.to_dict(), **kw)
 
-    def summary(self) -> str:
-        """Two or three lines for a terminal."""
-        p = self.params
-        head = (f"{self.pattern}: {p['tiles']} tiles, {p['stages']} stages, load latency {p['load_latency']:g}, "
-                f"compute {p['compute']:g} per tile")
-        total = "deadlock" if self.deadlocked else f"{self.total_time:g}"
-        lines = [head, f"total {total}, stalled {self.stall_time:g}"]
-        lines += [f"HAZARD {h.kind} (tile {h.tile}, t={h.time:g}): {h.detail}" for h in self.hazards]
+    def headline(self) -> str:
+        """What was modelled, in one line: the pattern and its inputs with their unit."""
+        p, u = self.params, self.unit
+        return (f"{self.pattern}: {p['tiles']} tiles, {p['stages']} stages, load latency {p['load_latency']:g} {u}, "
+                f"compute {p['compute']:g} {u} per tile")
+
+    def verdict(self) -> str:
+        """The total, the stall and every hazard: one ``HAZARD ...`` line each, or ``no hazard``."""
+        u = self.unit
+        total = "deadlock" if self.deadlocked else f"{self.total_time:g} {u}"
+        n = len(self.stalls)
+        lines = [f"total {total}, stalled {self.stall_time:g} {u} ({n} {'stall' if n == 1 else 'stalls'})"]
+        lines += [h.line(u) for h in self.hazards] or ["no hazard"]
         return "\n".join(lines)
+
+    def summary(self) -> str:
+        """The headline, then the verdict: a few lines for a terminal."""
+        return self.headline() + "\n" + self.verdict()
 
 
 class EventLog:

@@ -33,8 +33,63 @@ def test_json_through_the_real_entry_point():
 def test_text_shows_the_pitfall(capsys):
     assert main(["timeline", "--tiles", "8", "--stages", "4", "--load-latency", "20", "--compute", "2",
                  "--no-empty-commit"]) == 0
-    out = capsys.readouterr().out
-    assert "HAZARD read_before_land (tile 6" in out and "commit" in out and "wait_group(2)" in out
+    out = capsys.readouterr().out.splitlines()
+    hazards = [ln for ln in out if ln.startswith("HAZARD")]
+    assert out[-2:] == hazards and len(hazards) == 2 and out[-3].startswith("total 62 ns")   # the verdict ends it
+    assert hazards[0].startswith("HAZARD read_before_land (tile 6, t=46 ns): tile 6 is read at t=46 ns but lands at "
+                                 "t=60 ns: wait_group(2) covered groups 0..5 while tile 6 is in group 6: it needed "
+                                 "groups 0..6 complete, i.e. wait_group(1) with 8 groups committed. Cause: the "
+                                 "empty-commit pitfall")
+    assert hazards[1].startswith("HAZARD read_before_land (tile 7, t=48 ns)")
+    assert out[0] == "cp.async: 8 tiles, 4 stages, load latency 20 ns, compute 2 ns per tile"
+    assert out[1].split() == ["time", "(ns)", "actor", "event", "where"]
+
+
+def test_an_uncovered_wait_the_timing_hides_is_printed(capsys):
+    # the issue's command: --json had it (uncovered_waits) and the text did not
+    assert main(BASE + ["--no-empty-commit"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert [ln for ln in out if ln.startswith("HAZARD")] == out[-1:]
+    assert out[-1].startswith("HAZARD uncovered_wait (tile 7, t=84 ns): tile 7's wait_group(1) covered groups 0..6 "
+                              "while tile 7 is in group 7: it needed groups 0..7 complete, i.e. wait_group(0) with 8 "
+                              "groups committed; it landed at t=84 ns, by its read at t=84 ns, only through this run's "
+                              "timing")
+    assert "Cause: the empty-commit pitfall" in out[-1] and out[-2] == "total 88 ns, stalled 56 ns (4 stalls)"
+    assert main(BASE + ["--no-empty-commit", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["uncovered_waits"] == [7] and [(h["kind"], h["tile"]) for h in d["hazards"]] == [("uncovered_wait", 7)]
+
+
+def test_no_hazard_is_said_and_no_events_leaves_out_the_list(capsys):
+    assert main(BASE + ["--no-events"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "cp.async: 8 tiles, 3 stages, load latency 20 ns, compute 4 ns per tile",
+        "total 88 ns, stalled 56 ns (4 stalls)", "no hazard"]
+
+
+def test_every_hazard_of_the_ring_is_a_line(capsys):
+    from asyncpipe.model.mbarrier_ring import mbarrier_ring_timeline
+
+    for extra, kw in ((["--flipped-parity"], dict(consumer_parity="flipped")),
+                      (["--consumers", "3", "--schedule", "alternate", "--stages", "2"],
+                       dict(consumers=3, schedule="alternate", stages=2))):
+        assert main(BASE + ["--pattern", "ring", "--no-events"] + extra) == 0
+        got = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("HAZARD")]
+        tl = mbarrier_ring_timeline(**(dict(tiles=8, stages=3, load_latency=20, compute=4) | kw))
+        assert got == [h.line() for h in tl.hazards] and len(got) >= 3
+    assert "its wait on full[0] with parity 1 returned with 0 phases of full[0] complete" in got[0]
+    assert "Cause: more alternating consumers than slots" in got[0]
+
+
+def test_the_unit_is_ns_in_the_help_and_the_json(capsys):
+    assert main(BASE + ["--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["unit"] == "ns" and sum(s["end"] - s["start"] for s in d["stalls"]) == d["stall_time"] == 56
+    with pytest.raises(SystemExit):
+        main(["timeline", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "L: ns from issuing a load to its landing" in text and "C: compute ns per tile" in text
+    assert "bytes per ns (GB/s)" in text
 
 
 def test_ring_pattern(capsys):

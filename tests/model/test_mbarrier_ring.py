@@ -5,6 +5,7 @@ import pytest
 
 from asyncpipe.errors import AsyncpipeError
 from asyncpipe.model.mbarrier_ring import Mbarrier, mbarrier_ring_closed_form, mbarrier_ring_timeline
+from asyncpipe.model.timeline import FLIPPED_PARITY, TOO_MANY_CONSUMERS
 from tests.model import brute_force
 
 
@@ -64,7 +65,18 @@ def compare(T, S, L, C, n, schedule, I=0, x=0, flipped=False):
         assert (r.issue, r.land, r.start, r.end) == (ref.issue[r.tile], ref.land[r.tile],
                                                     ref.consumer_starts[r.consumer][r.tile],
                                                     ref.consumer_starts[r.consumer][r.tile] + C), (r, case)
-    assert {h.tile for h in tl.hazards} == ref.early_reads, case
+    assert {h.tile for h in tl.hazards if h.kind == "read_before_land"} == ref.early_reads, case
+    # stalls: a consumer only waits and computes, so it stalls from its previous compute's end (or 0)
+    # until the start of the next tile it takes, whenever those differ
+    expect = []
+    for c, starts in enumerate(ref.consumer_starts):
+        prev = 0
+        for k in sorted(starts):
+            if starts[k] > prev:
+                expect.append((prev, starts[k], k, c))
+            prev = starts[k] + C
+    assert sorted((st.start, st.end, st.tile, st.consumer) for st in tl.stalls) == sorted(expect), case
+    assert sum(st.end - st.start for st in tl.stalls) == tl.stall_time, case
     return tl
 
 
@@ -91,7 +103,13 @@ def test_matches_brute_force_with_flipped_parity(rng):
 def test_flipped_consumer_parity_reads_before_landing():
     tl = mbarrier_ring_timeline(6, 3, 10, 2, consumer_parity="flipped")
     assert [h.tile for h in tl.hazards] == list(range(6))
-    assert "consumer 0 reads tile 0 at t=0 but it lands at t=10" in tl.hazards[0].detail
+    assert tl.hazards[0].detail == ("consumer 0 reads tile 0 at t=0 ns but it lands at t=10 ns: its wait on full[0] "
+                                    "with parity 1 returned with 0 phases of full[0] complete, while tile 0 is phase 0 "
+                                    "(round k // S) and needed 1 complete: it should wait with parity 0")
+    assert "tile 3 is phase 1 (round k // S) and needed 2 complete: it should wait with parity 1" in tl.hazards[3].detail
+    assert all(h.cause == FLIPPED_PARITY for h in tl.hazards)
+    assert tl.hazards[0].line().startswith("HAZARD read_before_land (tile 0, t=0 ns): consumer 0 reads tile 0")
+    assert tl.hazards[0].line().endswith(". Cause: " + FLIPPED_PARITY)
 
 
 def test_flipped_consumer_parity_deadlocks_when_data_is_early():
@@ -100,6 +118,7 @@ def test_flipped_consumer_parity_deadlocks_when_data_is_early():
     assert tl.to_dict()["total_time"] is None and tl.to_dict()["deadlock"] is True
     dead = [h for h in tl.hazards if h.kind == "deadlock"]
     assert "consumer 0 waits full[1] with parity 1 for tile 1 forever: full[1] is in phase 1" in dead[0].detail
+    assert dead[0].cause == FLIPPED_PARITY
 
 
 def test_alternating_consumers_need_no_more_consumers_than_slots():
@@ -107,7 +126,17 @@ def test_alternating_consumers_need_no_more_consumers_than_slots():
     # tile k-S has landed, i.e. when c's previous tile k-n is not older than k-S: n <= S.
     assert mbarrier_ring_timeline(12, 2, 10, 4, consumers=2, schedule="alternate").ok
     bad = compare(12, 2, 10, 4, 3, "alternate")
-    assert not bad.ok and bad.hazards[0].tile == 2
+    assert not bad.ok and bad.hazards[0].tile == 2 and bad.hazards[0].cause == TOO_MANY_CONSUMERS
+    assert "its wait on full[0] with parity 1 returned with 0 phases of full[0] complete" in bad.hazards[0].detail
+
+
+def test_stalls_by_hand_and_the_unit():
+    # test_one_consumer_by_hand's run: the consumer waits 0..10 for tile 0, 16..23 for tile 2, 26 is on time
+    tl = mbarrier_ring_timeline(4, 2, 10, 3)
+    assert [(st.start, st.end, st.tile, st.detail) for st in tl.stalls] == [
+        (0, 10, 0, "full[0] parity 0"), (16, 23, 2, "full[0] parity 1")]
+    assert tl.unit == "ns" and tl.to_dict()["unit"] == "ns" and "total 29 ns, stalled 17 ns (2 stalls)" in tl.summary()
+    assert "load latency 10 us" in mbarrier_ring_timeline(4, 2, 10, 3, unit="us").summary()
 
 
 def test_split_consumers_all_take_every_tile():
@@ -126,6 +155,8 @@ def test_split_consumers_all_take_every_tile():
     (dict(consumer_parity="wrong"), "mbarrier_ring_timeline: consumer_parity must be one of ('correct', 'flipped'), "
                                     "got 'wrong'"),
     (dict(load_latency=float("inf")), "mbarrier_ring_timeline: load_latency must be a finite number >= 0"),
+    (dict(unit=" "), "mbarrier_ring_timeline: unit must be a non-empty string naming the time unit [asyncpipe.model], "
+                     "got ' '"),
 ])
 def test_bad_input(kw, msg):
     with pytest.raises(AsyncpipeError) as e:
