@@ -1,6 +1,7 @@
 """Pipelines composed from ``asyncpipe.ptx``: the stage state and the producer/consumer protocol of a
 ring of shared-memory stages over full/empty mbarriers (CuTe's verbs: ``producer_acquire``,
-``producer_commit``, ``consumer_wait``, ``consumer_release``). Kernel-side only: every function is a
+``producer_commit``, ``consumer_wait``, ``consumer_release``), and the chapter's multi-stage cp.async
+loop (``cp_async_ring``, see ``cp_async_ring.py``). Kernel-side only: every function is a
 ``cuda.jit(device=True, inline="always")`` function, inlined into the calling kernel.
 
 ::
@@ -15,10 +16,16 @@ ring of shared-memory stages over full/empty mbarriers (CuTe's verbs: ``producer
         ...TMA copies into slot st.stage...           ...read slot st.stage...
         producer_commit(full, st, STAGE_BYTES)        consumer_release(empty, st, CLUSTER)
         st = advance(st, STAGES)                      st = advance(st, STAGES)
+
+    from asyncpipe.pipeline import cp_async_ring   # every thread: prologue, wait, issue, commit, compute
+    acc = cp_async_ring(num_tiles, STAGES, load_tile, compute_tile, acc, (smem, x))
 """
 
+from .cp_async_ring import (CpAsyncRingState, cp_async_ring, cp_async_ring_advance, cp_async_ring_issue,
+                            cp_async_ring_prologue, cp_async_ring_wait)
 from .ring import consumer_release, consumer_wait, pipeline_init, producer_acquire, producer_commit
 from .state import PipelineState, advance, pipeline_state
 
-__all__ = ["PipelineState", "advance", "consumer_release", "consumer_wait", "pipeline_init", "pipeline_state",
-           "producer_acquire", "producer_commit"]
+__all__ = ["CpAsyncRingState", "PipelineState", "advance", "consumer_release", "consumer_wait", "cp_async_ring",
+           "cp_async_ring_advance", "cp_async_ring_issue", "cp_async_ring_prologue", "cp_async_ring_wait",
+           "pipeline_init", "pipeline_state", "producer_acquire", "producer_commit"]
