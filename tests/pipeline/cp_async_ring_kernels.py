@@ -26,8 +26,9 @@ ARGS = (types.float32[:, ::1], types.float32[::1])
 FULL_MASK = 0xFFFFFFFF
 
 
-def make_rowsum(stages: int, style: str, threads: int = 256, tile_cols: int = 256):
-    """The row-sum kernel (a plain function: ``cuda.jit`` it, or compile it offline) for ``stages`` slots."""
+def make_rowsum(stages: int, style: str, threads: int = 256, tile_cols: int = 256, read_ahead: bool = False):
+    """The row-sum kernel (a plain function: ``cuda.jit`` it, or compile it offline) for ``stages`` slots.
+    ``read_ahead``: a broken compute that reads the slot after its own (the next tile's, still in flight)."""
     rows_per_cta = threads // 32
     tile_floats = rows_per_cta * tile_cols
     chunks = tile_floats // 4 // threads                  # 16-byte copies per thread per tile
@@ -48,6 +49,8 @@ def make_rowsum(stages: int, style: str, threads: int = 256, tile_cols: int = 25
     @cuda.jit(device=True, inline="always")
     def sum_tile(slot, tile, acc, args):
         tiles, x, row0 = args
+        if read_ahead:
+            slot = slot + 1 if slot < stages - 1 else 0
         base = (cuda.threadIdx.x // 32) * tile_cols + cuda.threadIdx.x % 32
         for j in range(tile_cols // 32):
             acc += tiles[slot, base + 32 * j]
