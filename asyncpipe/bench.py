@@ -4,20 +4,26 @@ Yardsticks: cuBLAS SGEMM (through CuPy or PyTorch, TF32 off), the device-to-devi
 plus written), a read-only pass (``sum`` of the same floats), and the chapter's nvcc programs when
 ``--reference DIR`` names their folder. One table on stdout, one JSON file with ``gpu``, ``date``,
 ``commit`` and ``results``.
+
+Exit status: 0 when it timed; 1 when there is no usable GPU (said in one line on stderr, before
+anything heavy is imported: nothing is timed on the simulator, whose times mean nothing); 2 for
+bad arguments. This module's top imports only the standard library, so that ``python -m asyncpipe``
+builds its parser without numba; numba, numpy and the kernels are imported by the parts that run.
 """
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import json
 import sys
 from pathlib import Path
 
-import numpy as np
-from numba import cuda
-
 from .provenance import commit
-from .timing import gbps, time_ms, tflops
+
+EXIT_NO_GPU = 1
+EXIT_USAGE = 2
+EXIT_STATUS = "exit status: 0 timed; 1 no usable GPU (one line on stderr, nothing timed); 2 bad arguments"
 
 
 def _progress(msg: str) -> None:
@@ -28,6 +34,8 @@ def _progress(msg: str) -> None:
 # Yardsticks
 # ------------------------------------------------------------------------------------------------
 def cublas_sgemm_tflops(n: int) -> float | None:
+    from .timing import time_ms, tflops
+
     try:
         import torch
 
@@ -48,6 +56,11 @@ def cublas_sgemm_tflops(n: int) -> float | None:
 
 def d2d_copy_gbps(nbytes: int = 1 << 30) -> float:
     """The faster of numba's cuMemcpyDtoD and PyTorch's ``copy_`` (a copy kernel), bytes read + written."""
+    import numpy as np
+    from numba import cuda
+
+    from .timing import gbps, time_ms
+
     src = cuda.to_device(np.random.default_rng(0).integers(0, 1000, nbytes // 4, dtype=np.int32))
     dst = cuda.device_array_like(src)
     best = gbps(2.0 * nbytes, time_ms(lambda: dst.copy_to_device(src), reps=30))
@@ -63,6 +76,8 @@ def d2d_copy_gbps(nbytes: int = 1 << 30) -> float:
 
 
 def d2d_read_gbps(n_floats: int) -> float | None:
+    from .timing import gbps, time_ms
+
     try:
         import torch
 
@@ -98,7 +113,11 @@ def sgemm_configs(stages_list=SGEMM_STAGES) -> list[tuple]:
 
 
 def bench_sgemm(n: int, yard: dict, ref: dict, records: list, stages_list=(2, 3, 4, 5, 6, 7, 8)):
+    import numpy as np
+    from numba import cuda
+
     from .kernels import sgemm as S
+    from .timing import time_ms, tflops
 
     rng = np.random.default_rng(1)
     a = cuda.to_device(rng.standard_normal((n, n)).astype(np.float32))
@@ -130,7 +149,11 @@ def bench_sgemm(n: int, yard: dict, ref: dict, records: list, stages_list=(2, 3,
 
 
 def bench_tma(n: int, yard: dict, ref: dict, records: list):
+    import numpy as np
+    from numba import cuda
+
     from .kernels.tma_add_one import add_one
+    from .timing import gbps, time_ms
 
     a = cuda.to_device(np.random.default_rng(2).integers(0, 1000, (n, n), dtype=np.int32))
     nbytes = 2.0 * a.nbytes
@@ -150,7 +173,11 @@ def bench_tma(n: int, yard: dict, ref: dict, records: list):
 
 
 def bench_cluster_sum(n: int, yard: dict, ref: dict, records: list):
+    import numpy as np
+    from numba import cuda
+
     from .kernels.cluster_sum import cluster_sum, pair_sums
+    from .timing import gbps, time_ms
 
     x = cuda.to_device(np.random.default_rng(3).uniform(-1, 1, n).astype(np.float32))
     out = cuda.device_array(1, np.float64)
@@ -193,9 +220,9 @@ PARTS = ("sgemm", "tma", "cluster_sum", "wgmma")
 def run_bench(json_path: str | None = None, reference: str | None = None, quick: bool = False,
               sgemm_stages: tuple[int, ...] | None = None, only: tuple[str, ...] | None = None) -> int:
     """Times the parts named in ``only`` (``PARTS``; all when None), prints the table, writes the JSON."""
-    unknown = set(only or ()) - set(PARTS)
-    if unknown:
-        raise SystemExit(f"bench: --only takes {', '.join(PARTS)}; got {', '.join(sorted(unknown))}")
+    from numba import cuda
+
+    check_only(only)
     dev = cuda.get_current_device()
     gpu = dev.name.decode() if isinstance(dev.name, bytes) else str(dev.name)
     n = 1024 if quick else 4096
@@ -258,3 +285,67 @@ def format_table(doc: dict) -> str:
         lines.append("first call in a new process (s): " + ", ".join(
             f"{k} {v['cold_s']:.1f} cold / {v['warm_s']:.2f} warm" for k, v in doc["first_call"].items()))
     return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------------------
+# Command line: python -m asyncpipe bench
+# ------------------------------------------------------------------------------------------------
+API = "bench"
+_CPU_ALTERNATIVES = ("nothing was timed (without a GPU: python -m asyncpipe demo runs the programs on the "
+                     "simulator; timeline and tune --predict-only model them)")
+
+
+def check_only(only) -> None:
+    """``--only``'s parts, each one of ``PARTS``."""
+    from .errors import check
+
+    for part in only or ():
+        check(part in PARTS, API, f"--only parts must be among {PARTS}", repr(part))
+
+
+def parse_stages(text: str | None) -> tuple[int, ...] | None:
+    """``--sgemm-stages 2,3,4``: stage counts, integers >= 2."""
+    from .errors import check
+
+    if text is None:
+        return None
+    parts = [p.strip() for p in text.split(",")]
+    check(all(p.isdigit() and int(p) >= 2 for p in parts), API,
+          "--sgemm-stages must be comma-separated integers >= 2", repr(text))
+    return tuple(int(p) for p in parts)
+
+
+def gpu_missing() -> str | None:
+    """None when a usable GPU is here, else why not, in one line (numba's driver errors span several)."""
+    from .demo import gpu_status
+
+    why = gpu_status()
+    return None if why is None else " ".join(why.split())
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.epilog = EXIT_STATUS
+    p.add_argument("--json", help="write the results here as JSON")
+    p.add_argument("--reference", help="folder of the chapter's .cu programs, built with nvcc as yardsticks")
+    p.add_argument("--quick", action="store_true", help="small sizes, fewer configurations")
+    p.add_argument("--sgemm-stages", help="comma-separated cp.async stage counts to time (default 2,3,4,5)")
+    p.add_argument("--only", help=f"comma-separated parts to run: {', '.join(PARTS)} (default: all)")
+
+
+def run(args) -> int:
+    """Check the arguments, then that there is a GPU (one line and ``EXIT_NO_GPU`` when not), then time."""
+    from .errors import AsyncpipeError
+
+    try:
+        only = tuple(p.strip() for p in args.only.split(",")) if args.only else None
+        check_only(only)
+        stages = parse_stages(args.sgemm_stages)
+    except AsyncpipeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    why = gpu_missing()
+    if why is not None:
+        print(f"error: {API}: needs a CUDA GPU (sm_80 or newer) to time kernels, got {why}; {_CPU_ALTERNATIVES}",
+              file=sys.stderr)
+        return EXIT_NO_GPU
+    return run_bench(args.json, args.reference, args.quick, stages, only)

@@ -2,8 +2,9 @@
 
 No GPU is needed: numba emits LTO-IR for the kernel, NVRTC compiles the linked ``.cu`` shims to
 LTO-IR, nvJitLink links them with link-time optimisation (which inlines the shims), and
-``cuobjdump``/``nvdisasm`` (pip packages ``nvidia-cuda-cuobjdump``, ``nvidia-cuda-nvdisasm``) read
-the result. The tests use it to prove that each primitive became the instruction it names.
+``cuobjdump``/``nvdisasm`` (pip packages ``nvidia-cuda-cuobjdump``, ``nvidia-cuda-nvdisasm``: the
+``sass`` extra, ``pip install 'asyncpipe[sass]'``) read the result. The tests use it to prove that
+each primitive became the instruction it names.
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ def _tool(name: str) -> str:
         pass
     found = shutil.which(name)
     if not found:
-        raise FileNotFoundError(f"{name} not found: pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm")
+        raise FileNotFoundError(f"{name} not found: reading SASS needs the sass extra: pip install 'asyncpipe[sass]' "
+                                "(the wheels nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm)")
     return found
 
 

@@ -61,3 +61,22 @@ def test_no_loop_is_an_error():
     cubin.__dict__["sass"] = "        /*0000*/                   EXIT ;\n"
     with pytest.raises(ValueError, match="no backward branch"):
         cubin.main_loop()
+
+
+def test_without_the_sass_tools_the_error_names_the_extra(monkeypatch):
+    import shutil
+    import sys
+    import tomllib
+    from pathlib import Path
+
+    from asyncpipe import codegen
+
+    monkeypatch.setitem(sys.modules, "nvidia", None)               # no nvidia-* wheel: import nvidia fails
+    monkeypatch.setattr(shutil, "which", lambda name: None)         # and nothing on PATH
+    with pytest.raises(FileNotFoundError) as e:
+        codegen._tool("cuobjdump")
+    assert str(e.value) == ("cuobjdump not found: reading SASS needs the sass extra: pip install 'asyncpipe[sass]' "
+                            "(the wheels nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm)")
+    extras = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert extras["sass"] == ["nvidia-cuda-cuobjdump>=13", "nvidia-cuda-nvdisasm>=13"]
+    assert set(extras["sass"]) <= set(extras["test"])              # the test extra reads SASS too
