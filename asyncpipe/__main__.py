@@ -11,7 +11,10 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="run the chapter's programs and check them against numpy")
     demo.add_argument("--quick", action="store_true", help="small sizes only")
-    sub.add_parser("primitives", help="list every primitive with its PTX line, SM and SASS")
+    from . import primitives as primitives_cli
+
+    primitives_cli.add_arguments(sub.add_parser(
+        "primitives", help="every primitive's Python call, PTX line, SM and the SASS its test checks"))
     from . import bench as bench_cli
 
     bench_cli.add_arguments(sub.add_parser("bench", help="time every kernel against its yardsticks (GPU only)"))
@@ -33,11 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "tune":
         return tune_cli.run(args)
     if args.command == "primitives":
-        from . import ptx
-
-        for name, p in ptx.REGISTRY.items():
-            print(f"{name:48s} sm_{p.sm:<3d} {p.ptx}")
-        return 0
+        return primitives_cli.run(args)
     return 2
 
 

@@ -6,14 +6,18 @@ Import as ``from asyncpipe import ptx`` and call inside ``@cuda.jit`` kernels::
     ptx.cp_async_commit_group()
     ptx.cp_async_wait_group(STAGES - 2)
 
-Each primitive's docstring opens with its PTX line, the PTX ISA version, the minimum SM and who
-must execute it. ``REGISTRY`` lists them all; the modules below hold them, one per shim file.
+Each primitive's docstring opens with its call line (argument names and types), then its PTX line,
+the PTX ISA version, the minimum SM and who must execute it. ``REGISTRY`` lists them all; the modules
+below hold them, one per shim file. ``INTRINSICS`` holds ``addr``, which is no shim.
+``python -m asyncpipe primitives [FILTER]`` prints them with the SASS opcode their tests check.
 """
 
 from importlib import import_module
 
-from ._registry import REGISTRY, Primitive, shim_dir, simulating
-from .address import addr
+from ._registry import REGISTRY, Intrinsic, Primitive, shim_dir, simulating
+from .address import ADDR, addr
+
+INTRINSICS = {ADDR.name: ADDR}    # kernel-side helpers that are no shim
 
 MODULES = ("cp_async", "mbarrier", "fence", "bulk", "bulk_tensor", "cluster", "warp", "wgmma", "barrier", "convert")
 
@@ -23,4 +27,4 @@ for _stem in MODULES:
         if _p.stem == _stem:
             globals()[_name] = getattr(_mod, _name)
 
-__all__ = ["REGISTRY", "Primitive", "addr", "shim_dir", "simulating", "MODULES", *REGISTRY]
+__all__ = ["REGISTRY", "INTRINSICS", "Intrinsic", "Primitive", "addr", "shim_dir", "simulating", "MODULES", *REGISTRY]

@@ -13,7 +13,9 @@ linked to ``ptx_shims/<stem>.cu``, which LTO inlines into the kernel. Under numb
 
 from __future__ import annotations
 
+import inspect
 import os
+import re
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -35,6 +37,63 @@ def shim_dir() -> Path:
     if checkout.is_dir():
         return checkout
     return Path(str(resources.files("asyncpipe.ptx_shims")))
+
+
+# A primitive's call line (``Primitive.call``) is read off what is declared anyway: argument names from
+# the simulator body, types from the shim's numba signature, state spaces from the PTX line.
+CALL_TYPE_NAMES = {"voidptr": "ptr"}     # a generic address, as ``addr(...)`` makes it
+# PTX qualifiers that name the state space of the address operands, in operand order: ``cp.async.ca
+# .shared.global [dst], [src]`` (dst shared, src global); a completion mechanism ``.mbarrier::...``
+# names the mbarrier operand that follows them.
+STATE_SPACES = ("shared", "shared::cta", "shared::cluster", "global")
+_SIGNATURE = re.compile(r"^\s*(\w+)\s*\((.*)\)\s*$")
+_ADDRESS_OPERAND = re.compile(r"\[\s*(\w+)")
+
+
+@dataclass(frozen=True)
+class Param:
+    """One argument of a primitive's Python call: name, type and, for an address, its state space."""
+
+    name: str
+    type: str
+    space: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.type}" + (f" {self.space}" if self.space else "")
+
+
+def call_line(name: str, params, returns: str = "void") -> str:
+    """``name(a: t, b: t space) -> r``: how a primitive is called (``-> r`` only when it returns a value)."""
+    return f"{name}({', '.join(map(str, params))})" + ("" if returns == "void" else f" -> {returns}")
+
+
+def parse_signature(signature: str) -> tuple[str, list[str]]:
+    """``"uint64(voidptr, uint32)"`` -> ``("uint64", ["voidptr", "uint32"])``."""
+    m = _SIGNATURE.match(signature)
+    if m is None:
+        raise RuntimeError(f"not a numba signature: {signature!r}")
+    return m.group(1), [t.strip() for t in m.group(2).split(",") if t.strip()]
+
+
+def operand_spaces(ptx: str, names: list[str], types: list[str]) -> dict[str, str]:
+    """``{argument: state space}`` for the address operands (``[dst]``) of the PTX line ``ptx``.
+
+    The i-th state-space qualifier of the opcode labels the i-th bracketed operand; an operand is the
+    argument of the same name, else the next ``voidptr`` argument not yet labelled."""
+    opcode, _, operands = ptx.partition(" ")
+    spaces = ["mbarrier" if q.startswith("mbarrier::") else q for q in opcode.rstrip(";").split(".")[1:]
+              if q in STATE_SPACES or q.startswith("mbarrier::")]
+    free = [n for n, t in zip(names, types) if t == "voidptr"]
+    found = {}
+    for i, operand in enumerate(_ADDRESS_OPERAND.findall(operands)):
+        name = operand if operand in names else next(iter(free), None)
+        if name is None:
+            continue
+        if name in free:
+            free.remove(name)
+        if i < len(spaces):
+            found[name] = spaces[i]
+    return found
 
 
 @dataclass(frozen=True)
@@ -61,12 +120,67 @@ class Primitive:
         return shim_dir() / f"{self.stem}.cu"
 
     @property
+    def arch(self) -> str:
+        """The minimum target: ``sm_80``, ``sm_90``, or ``sm_90a`` for arch-specific features."""
+        return f"sm_{self.sm}{'a' if self.arch_specific else ''}"
+
+    @property
+    def returns(self) -> str:
+        """The result type as the call line spells it (``void``: none)."""
+        ret = parse_signature(self.signature)[0]
+        return CALL_TYPE_NAMES.get(ret, ret)
+
+    @property
+    def params(self) -> tuple[Param, ...]:
+        """The Python arguments: the simulator body's names, the numba signature's types (``voidptr``
+        spelled ``ptr``), the PTX line's state spaces."""
+        types = parse_signature(self.signature)[1]
+        names = list(inspect.signature(self.sim).parameters)
+        if len(names) != len(types):
+            raise RuntimeError(f"{self.name}: the simulator body takes {names}, the signature {self.signature!r}")
+        spaces = operand_spaces(self.ptx, names, types)
+        return tuple(Param(n, CALL_TYPE_NAMES.get(t, t), spaces.get(n, "")) for n, t in zip(names, types))
+
+    @property
+    def call(self) -> str:
+        """How it is called, e.g. ``cp_async_cg_shared_global_16(dst: ptr shared, src: ptr global)``: the
+        first line of its docstring and of ``python -m asyncpipe primitives``."""
+        return call_line(self.name, self.params, self.returns)
+
+    @property
     def header(self) -> str:
-        arch = f"sm_{self.sm}{'a' if self.arch_specific else ''}"
-        return f"``{self.ptx}``\n\nPTX ISA {self.isa // 10}.{self.isa % 10}, {arch}. Executed by {self.who}."
+        return (f"{self.call}\n\n``{self.ptx}``\n\n"
+                f"PTX ISA {self.isa // 10}.{self.isa % 10}, {self.arch}. Executed by {self.who}.")
 
 
 REGISTRY: dict[str, Primitive] = {}
+
+
+@dataclass(frozen=True)
+class Intrinsic:
+    """A kernel-side function that is no shim: numba emits its code itself (``ptx.addr``). Listed beside
+    the primitives (``python -m asyncpipe primitives``) with the same fields, its own ``INTRINSICS``."""
+
+    name: str
+    source: str                     # the module that defines it, from the repository root
+    types: dict = field(compare=False)   # argument name -> type as the call line spells it
+    returns: str
+    ptx: str                        # what it compiles to, in words (it has no PTX line of its own)
+    who: str
+    sim: Callable = field(compare=False, repr=False)   # its simulator body: the argument names
+    arch: str = "any"
+    sass: tuple[str, ...] = ()      # no SASS opcode of its own
+
+    @property
+    def params(self) -> tuple[Param, ...]:
+        names = list(inspect.signature(self.sim).parameters)
+        if names != list(self.types):
+            raise RuntimeError(f"{self.name}: the simulator body takes {names}, the types name {list(self.types)}")
+        return tuple(Param(n, self.types[n]) for n in names)
+
+    @property
+    def call(self) -> str:
+        return call_line(self.name, self.params, self.returns)
 
 
 def _add_shim_include_path() -> None:
@@ -104,7 +218,7 @@ def primitive(signature: str, *, ptx: str, isa: int, sm: int, who: str, sass=(),
         if p.name in REGISTRY:
             raise RuntimeError(f"primitive {p.name} declared twice")
         REGISTRY[p.name] = p
-        doc = p.header + ("\n\n" + body.__doc__.strip() if body.__doc__ else "")
+        doc = p.header + ("\n\n" + inspect.cleandoc(body.__doc__) if body.__doc__ else "")
         if simulating():
             has_body = body.__code__.co_code != _empty.__code__.co_code
             fn = body if has_body else _sim_pending(p)

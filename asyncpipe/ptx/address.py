@@ -10,7 +10,7 @@ from __future__ import annotations
 from numba.cuda import cgutils, types
 from numba.cuda.extending import intrinsic
 
-from ._registry import simulating
+from ._registry import Intrinsic, simulating
 
 
 @intrinsic
@@ -49,7 +49,16 @@ def _addr_sim(arr, idx):
     return sim_addr(arr, idx)
 
 
+ADDR = Intrinsic(
+    "addr", "asyncpipe/ptx/address.py", {"arr": "array", "idx": "int | tuple"}, "ptr",
+    ptx="none of its own: a numba @intrinsic, &arr[idx] as LLVM computes it (a getelementptr)",
+    who="any thread", sim=_addr_sim)
+
 addr = _addr_sim if simulating() else _addr
-addr.__doc__ = """Address of ``arr[idx]`` (``idx`` an integer for 1-D arrays, a tuple otherwise), as ``void*``.
+addr.__doc__ = ADDR.call + """
+
+Address of ``arr[idx]`` (``idx`` an integer for 1-D arrays, a tuple otherwise), as ``void*``: the
+pointer operand every primitive takes. Not a shim and no instruction of its own: the address
+arithmetic folds into the instructions that use it. Any array (global, shared, local) on any SM.
 
 No bounds check: like ``&arr[i]`` in CUDA C++."""

@@ -14,7 +14,7 @@ _COPY = "void(voidptr, voidptr)"
 _COPY_ZFILL = "void(voidptr, voidptr, uint32)"
 
 
-@primitive(_COPY, ptx="cp.async.ca.shared.global [dst], [src], 4;", isa=70, sm=80, who=_WHO, sass=("LDGSTS",))
+@primitive(_COPY, ptx="cp.async.ca.shared.global [dst], [src], 4;", isa=70, sm=80, who=_WHO, sass=("LDGSTS.E",))
 def cp_async_ca_shared_global_4(dst, src):
     """Copies 4 bytes, caching in L1 and L2 (.ca)."""
     _sim.copy(dst, src, 4, 4, "cp_async_ca_shared_global_4")
@@ -40,7 +40,7 @@ def cp_async_cg_shared_global_16(dst, src):
 
 
 @primitive(_COPY_ZFILL, ptx="cp.async.ca.shared.global [dst], [src], 4, src_size;", isa=70, sm=80, who=_WHO,
-           sass=("LDGSTS",))
+           sass=("LDGSTS.E.ZFILL",))
 def cp_async_ca_shared_global_4_src_size(dst, src, src_size):
     """Copies ``src_size`` (0..4) bytes and zero-fills the rest of the 4: ``src_size=0`` writes zeros
     and reads nothing, which is how a predicated or out-of-bounds element is loaded."""
@@ -48,21 +48,21 @@ def cp_async_ca_shared_global_4_src_size(dst, src, src_size):
 
 
 @primitive(_COPY_ZFILL, ptx="cp.async.ca.shared.global [dst], [src], 8, src_size;", isa=70, sm=80, who=_WHO,
-           sass=("LDGSTS.E.64",))
+           sass=("LDGSTS.E.64.ZFILL",))
 def cp_async_ca_shared_global_8_src_size(dst, src, src_size):
     """Copies ``src_size`` (0..8) bytes and zero-fills the rest of the 8."""
     _sim.copy(dst, src, 8, src_size, "cp_async_ca_shared_global_8_src_size")
 
 
 @primitive(_COPY_ZFILL, ptx="cp.async.ca.shared.global [dst], [src], 16, src_size;", isa=70, sm=80, who=_WHO,
-           sass=("LDGSTS.E.128",))
+           sass=("LDGSTS.E.128.ZFILL",))
 def cp_async_ca_shared_global_16_src_size(dst, src, src_size):
     """Copies ``src_size`` (0..16) bytes and zero-fills the rest of the 16."""
     _sim.copy(dst, src, 16, src_size, "cp_async_ca_shared_global_16_src_size")
 
 
 @primitive(_COPY_ZFILL, ptx="cp.async.cg.shared.global [dst], [src], 16, src_size;", isa=70, sm=80, who=_WHO,
-           sass=("LDGSTS.E.BYPASS.128",))
+           sass=("LDGSTS.E.BYPASS.128.ZFILL",))
 def cp_async_cg_shared_global_16_src_size(dst, src, src_size):
     """Copies ``src_size`` (0..16) bytes through L2 only and zero-fills the rest of the 16."""
     _sim.copy(dst, src, 16, src_size, "cp_async_cg_shared_global_16_src_size")

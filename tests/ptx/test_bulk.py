@@ -157,13 +157,14 @@ def test_roundtrip_sass():
 def test_store_wait_read_sass():
     # wait_group.read waits for the reads of shared memory only: no L1 invalidation after it
     assert_sass(store_only_kernel, (i32, types.uint32),
-                has=("UBLKCP.G.S", "UTMACMDFLUSH", *ptx.cp_async_bulk_wait_group_read.primitive.sass),
+                has=(*ptx.cp_async_bulk_global_shared.primitive.sass, *ptx.cp_async_bulk_commit_group.primitive.sass,
+                     *ptx.cp_async_bulk_wait_group_read.primitive.sass),
                 lacks=("CALL", "CCTL.IVALL"))
 
 
 @pytest.mark.sass
 def test_wait_group_immediates_fold():
-    cubin = assert_sass(wait_immediates_kernel, (i32, i32), has=("DEPBAR.LE", "CCTL.IVALL"))
+    cubin = assert_sass(wait_immediates_kernel, (i32, i32), has=ptx.cp_async_bulk_wait_group.primitive.sass)
     waits = [line for line in cubin.sass.splitlines() if "DEPBAR.LE" in line]
     for n in range(8):   # both waits for every immediate, none left as a run-time switch
         assert sum(f"SB0, 0x{n:x} " in line for line in waits) >= 2, f"wait_group {n} missing:\n{cubin.sass}"

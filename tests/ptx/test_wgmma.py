@@ -184,7 +184,9 @@ def forms_kernel(out, descs, regs):
 @pytest.mark.parametrize("n", NS)
 def test_mma_forms_sass(n, ab):
     kernel = unrolled(forms_kernel, N2=n // 2, SS=mma(n, ab, "ss"), RS=mma(n, ab, "rs"))
-    cubin = assert_sass(kernel, (F32, U64, U32), has=("WARPGROUP.ARRIVE", "WARPGROUP.DEPBAR.LE", "HGMMA"),
+    used = (ptx.wgmma_fence_sync_aligned, mma(n, ab, "ss"), mma(n, ab, "rs"), ptx.wgmma_commit_group_sync_aligned,
+            ptx.wgmma_wait_group_sync_aligned)
+    cubin = assert_sass(kernel, (F32, U64, U32), has=tuple(op for f in used for op in f.primitive.sass),
                         lacks=("CALL", "LDL", "STL"))
     lines = hgmma_lines(cubin.sass, n, ab)
     assert len(lines) == 3, f"three {W._hgmma(n, ab)[0]} expected:\n{cubin.sass}"
@@ -237,7 +239,8 @@ def test_wait_group_immediates_fold():
     """Each constant N becomes one WARPGROUP.DEPBAR.LE gsb0, N; out of range waits as for 0 or 7.
     (ptxas adds a wait for everything before the exit when N > 0.)"""
     for n, want in ((0, 0), (1, 1), (5, 5), (7, 7), (9, 7), (-3, 0)):
-        cubin = assert_sass(unrolled(wait_group_kernel, N=n), (U32,), has=("WARPGROUP.DEPBAR.LE",))
+        cubin = assert_sass(unrolled(wait_group_kernel, N=n), (U32,),
+                            has=ptx.wgmma_wait_group_sync_aligned.primitive.sass)
         deps = re.findall(r"WARPGROUP\.DEPBAR\.LE gsb0, (0x[0-9a-f]+)", cubin.sass)
         assert deps[0] == hex(want) and set(deps[1:]) <= {"0x0"}, (n, deps)
 
