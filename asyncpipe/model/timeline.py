@@ -133,23 +133,30 @@ class Timeline:
         return [e for e in self.events if e.kind == kind]
 
     def to_dict(self) -> dict:
-        """A JSON-ready dict. An infinite total (deadlock) is written as ``null``."""
-        def num(x):
-            return None if isinstance(x, float) and math.isinf(x) else x
+        """A JSON-ready dict. Every infinite time (a deadlock's total, a load that never lands) is
+        written as ``null``, so that the JSON is strict (no ``Infinity``)."""
+        def finite(x):
+            if isinstance(x, float) and math.isinf(x):
+                return None
+            if isinstance(x, dict):
+                return {k: finite(v) for k, v in x.items()}
+            if isinstance(x, list):
+                return [finite(v) for v in x]
+            return x
 
-        return {
+        return finite({
             "pattern": self.pattern,
             "unit": self.unit,
             "params": dict(self.params),
-            "total_time": num(self.total_time),
-            "stall_time": num(self.stall_time),
+            "total_time": self.total_time,
+            "stall_time": self.stall_time,
             "deadlock": self.deadlocked,
             "hazards": [asdict(h) for h in self.hazards],
             "stalls": [asdict(st) for st in self.stalls],
             "tiles": [asdict(t) for t in self.tiles],
             "events": [asdict(e) for e in self.events],
-            **{k: num(v) for k, v in self.extra.items()},
-        }
+            **self.extra,
+        })
 
     def to_json(self, **kw) -> str:
         return json.dumps(self.to_dict(), **kw)

@@ -121,6 +121,18 @@ def test_flipped_consumer_parity_deadlocks_when_data_is_early():
     assert dead[0].cause == FLIPPED_PARITY
 
 
+def test_json_is_strict_where_a_load_never_lands():
+    import json
+
+    def refuse(name):
+        raise ValueError(f"not JSON: {name}")
+
+    tl = mbarrier_ring_timeline(8, 2, 20, 4, consumers=3, schedule="alternate")      # deadlocks; tile 5 never lands
+    assert tl.deadlocked and any(r.land == float("inf") for r in tl.tiles)
+    d = json.loads(tl.to_json(), parse_constant=refuse)
+    assert d["total_time"] is None and any(r["land"] is None for r in d["tiles"])
+
+
 def test_alternating_consumers_need_no_more_consumers_than_slots():
     # consumer c waits tile k with parity (k div S) & 1, which only names the right phase when
     # tile k-S has landed, i.e. when c's previous tile k-n is not older than k-S: n <= S.
