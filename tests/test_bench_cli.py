@@ -72,3 +72,9 @@ def test_arguments_parse_and_the_help_says_the_exit_status(capsys):
     text = " ".join(capsys.readouterr().out.split())
     assert "exit status: 0 timed; 1 no usable GPU (one line on stderr, nothing timed); 2 bad arguments" in text
     assert "--only ONLY comma-separated parts to run: sgemm, tma, cluster_sum, wgmma (default: all)" in text
+
+
+@pytest.mark.gpu
+def test_with_a_gpu_nothing_is_missing():
+    # the check must not stand in the way where there is a GPU (this runs on the GPU machine only)
+    assert bench.gpu_missing() is None

@@ -3,7 +3,7 @@ imported inside kernels; nothing here needs a GPU (``limits.device_limits`` read
 
     from asyncpipe.model import cp_async_timeline, mbarrier_ring_timeline
     tl = cp_async_timeline(tiles=16, stages=3, load_latency=1700, compute=1600)
-    tl.total_time, tl.stall_time, tl.events, tl.hazards
+    tl.total_time, tl.stall_time, tl.stalls, tl.events, tl.hazards     # times in ns (tl.unit)
 
 | module | what |
 | --- | --- |
@@ -22,10 +22,10 @@ from .cp_async import cp_async_closed_form, cp_async_start, cp_async_timeline
 from .limits import DeviceLimits, device_limits, limits, table_limits
 from .mbarrier_ring import mbarrier_ring_closed_form, mbarrier_ring_timeline
 from .resources import Footprint, Occupancy, occupancy, pipeline_bytes, stage_bytes
-from .timeline import Event, Hazard, Timeline, TileTimes
+from .timeline import Event, Hazard, Stall, Timeline, TileTimes
 
 __all__ = [
-    "DeviceLimits", "Event", "Footprint", "Hazard", "Occupancy", "Timeline", "TileTimes",
+    "DeviceLimits", "Event", "Footprint", "Hazard", "Occupancy", "Stall", "Timeline", "TileTimes",
     "cp_async_closed_form", "cp_async_start", "cp_async_timeline", "device_limits", "limits",
     "mbarrier_ring_closed_form", "mbarrier_ring_timeline", "occupancy", "pipeline_bytes", "stage_bytes",
     "table_limits",
