@@ -6,4 +6,8 @@ import os as _os
 if _os.environ.get("ASYNCPIPE_SIM", "0") not in ("", "0"):
     _os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
 
-__version__ = "0.1.2"
+__version__ = "0.2.0"
+
+# the tuner wraps kernels, which never import it: importing it here registers its cache as the source of the
+# options a kernel function is not given (asyncpipe.kernels.options; light, no numba)
+from . import tune as _tune  # noqa: E402,F401

@@ -581,7 +581,8 @@ def sgemm(A, B, C=None, alpha=1.0, beta=0.0, stages=None, variant="cp_async", st
     ``sgemm_cp_async_kmajor``) or ``"v4"`` (``bk`` 8, ``tile`` "8x8", ``schedule`` "plain").
     For ``cp_async``, what is left None (``stages``, ``tile``, ``bk``, ``schedule``) comes from the tuner's
     fastest measured configuration on this GPU and problem that agrees with what was given
-    (``python -m asyncpipe tune sgemm``), else from the chapter's: 3 stages, "8x8", 8, "plain". A repeated
+    (``python -m asyncpipe tune sgemm``; ``asyncpipe.tune`` registers its cache in ``asyncpipe.kernels.options``,
+    this module never imports it), else from the chapter's: 3 stages, "8x8", 8, "plain". A repeated
     call with the same arrays and options reuses its launch plan (``asyncpipe.host.plans``): no
     checks, no argument handling.
     """
@@ -608,15 +609,15 @@ CHAPTER_CONFIGURATION = {"stages": 3, "tile": TILE, "bk": BK, "schedule": SCHEDU
 def _configuration(A, B, stages, tile, bk, schedule=None) -> tuple:
     """(stages, tile, bk, schedule) with the ones not given filled from the tuner's cache (``sgemm``'s doc)."""
     from ..host.plans import array_key
-    from ..tune import cached_config
+    from .options import choose
 
     given = {k: v for k, v in (("stages", stages), ("tile", tile), ("bk", bk), ("schedule", schedule))
              if v is not None}
     ka, kb = array_key(A), array_key(B)
     tuned = None
     if ka is not None and kb is not None and len(ka[1]) == len(kb[1]) == 2:
-        tuned = cached_config("sgemm", (ka[1][0], kb[1][1], ka[1][1]), **given)
-    chosen = CHAPTER_CONFIGURATION | ({**tuned.kw, "stages": tuned.stages} if tuned else {}) | given
+        tuned = choose("sgemm", (ka[1][0], kb[1][1], ka[1][1]), given)     # asyncpipe.tune's cache, registered
+    chosen = CHAPTER_CONFIGURATION | (tuned or {}) | given
     return chosen["stages"], chosen["tile"], chosen["bk"], chosen["schedule"]
 
 

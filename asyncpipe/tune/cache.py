@@ -1,9 +1,10 @@
-"""The tuner's memory: the best configuration per (GPU, kernel, problem, asyncpipe version).
+"""The tuner's memory: the best configuration per (GPU, kernel, kernel source, problem, search space,
+asyncpipe version).
 
 One JSON file, ``$ASYNCPIPE_CACHE_DIR/tune.json`` (default ``~/.cache/asyncpipe/tune.json``, next
-to the unrolled kernel sources), holding ``{"entries": {key: entry}}``. A new asyncpipe version
-or another GPU misses the cache on purpose: a stage count measured for other code or other
-hardware is not evidence. Writes replace the file atomically, so a reader never sees half of one;
+to the unrolled kernel sources), holding ``{"entries": {key: entry}}``. A new asyncpipe version,
+another GPU, an edited kernel (its source hash) or another search space misses the cache on purpose:
+a stage count measured for other code or other hardware is not evidence. Writes replace the file atomically, so a reader never sees half of one;
 reads are memoised on the file's modification time, so a kernel may ask on every call.
 """
 
@@ -18,7 +19,7 @@ from .. import __version__
 from ..errors import check
 
 FILE_NAME = "tune.json"
-FORMAT = 1
+FORMAT = 2
 
 
 def cache_dir() -> Path:
@@ -36,9 +37,10 @@ def problem_key(problem) -> str:
     return "x".join(str(int(v)) for v in problem)
 
 
-def cache_key(gpu: str, kernel: str, problem, version: str = __version__) -> str:
+def cache_key(gpu: str, kernel: str, problem, version: str = __version__, source: str = "", space: str = "") -> str:
+    """``gpu|kernel|source hash|problem|space hash|version``."""
     check(bool(gpu), "tune cache", "gpu name must be a non-empty string", repr(gpu))
-    return f"{gpu}|{kernel}|{problem_key(problem)}|{version}"
+    return f"{gpu}|{kernel}|{source}|{problem_key(problem)}|{space}|{version}"
 
 
 _memo: dict[Path, tuple[int, dict]] = {}
@@ -63,17 +65,21 @@ def read_entries(path=None) -> dict:
     return entries
 
 
-def lookup(gpu: str, kernel: str, problem, version: str = __version__, path=None) -> dict | None:
-    """The cached entry for this GPU, kernel, problem and version, or None."""
-    return read_entries(path).get(cache_key(gpu, kernel, problem, version))
+def lookup(gpu: str, kernel: str, problem, version: str = __version__, path=None, source: str = "",
+           space: str = "") -> dict | None:
+    """The cached entry for this GPU, kernel (and its source and search space hashes), problem and version,
+    or None."""
+    return read_entries(path).get(cache_key(gpu, kernel, problem, version, source, space))
 
 
 def store(entry: dict, path=None) -> Path:
-    """Add or replace ``entry`` (which carries ``gpu``, ``kernel``, ``problem``, ``version``)."""
+    """Add or replace ``entry`` (which carries ``gpu``, ``kernel``, ``problem``, ``version`` and the hashes
+    ``source`` and ``space``)."""
     p = cache_path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     entries = dict(read_entries(p))
-    entries[cache_key(entry["gpu"], entry["kernel"], entry["problem"], entry["version"])] = entry
+    entries[cache_key(entry["gpu"], entry["kernel"], entry["problem"], entry["version"], entry.get("source", ""),
+                      entry.get("space", ""))] = entry
     fd, tmp = tempfile.mkstemp(prefix=".tune-", suffix=".json", dir=p.parent)
     with os.fdopen(fd, "w") as f:
         json.dump({"format": FORMAT, "entries": entries}, f, indent=1)
@@ -82,8 +88,9 @@ def store(entry: dict, path=None) -> Path:
     return p
 
 
-def cached_config(kernel: str, problem, *, gpu: str | None = None, path=None, **fixed):
-    """The fastest measured configuration (``asyncpipe.tune.kernels.Config``) of ``kernel`` on
+def cached_config(kernel, problem, *, gpu: str | None = None, path=None, **fixed):
+    """The fastest measured configuration (``asyncpipe.tune.kernels.Config``) of ``kernel`` (a name, or a
+    user's ``Tunable``) on
     ``problem`` on this GPU with this asyncpipe version, among those whose options (and stage count)
     agree with ``fixed`` (e.g. ``tile="8x16"``; an option not in a configuration means its default).
     None when it was never tuned (or there is no GPU to ask about). ``gpu`` overrides the current
@@ -98,10 +105,10 @@ def cached_config(kernel: str, problem, *, gpu: str | None = None, path=None, **
             gpu = device_info("cached_config").name
         except AsyncpipeError:
             return None
-    entry = lookup(gpu, kernel, problem, path=path)
+    spec = tunable(kernel)
+    entry = lookup(gpu, spec.name, spec.problem(problem), path=path, source=spec.source, space=spec.space)
     if not entry:
         return None
-    spec = tunable(kernel)
     rows = [r for r in entry.get("rows", []) if r.get("correct") and isinstance(r.get("measured_ms"), (int, float))
             and not r.get("pruned")
             and all(spec.kernel_kw(Config.of(r["stages"], **r.get("options", {}))).get(k) == v
@@ -112,7 +119,7 @@ def cached_config(kernel: str, problem, *, gpu: str | None = None, path=None, **
     return Config.of(best["stages"], **best.get("options", {}))
 
 
-def cached_stages(kernel: str, problem, *, gpu: str | None = None, path=None) -> int | None:
+def cached_stages(kernel, problem, *, gpu: str | None = None, path=None) -> int | None:
     """The tuned stage count of ``kernel``'s default configuration (for the SGEMM the chapter's
     tile) on ``problem``, or None (``cached_config``)."""
     from .kernels import tunable

@@ -31,6 +31,7 @@ class Measurement:
     time: Callable[[Config], float]
     gpu: str
     limits: object
+    calibration: object = None               # the model's constants measured on this device (None: defaults)
 
 
 def _registers(kernels_module, config: Config) -> int | None:
@@ -89,3 +90,73 @@ def sgemm_measurement(problem, timer: Callable | None = None, reps: int = 20, se
         return timer(lambda: S.sgemm(da, db, dc, **kw), reps=reps)
 
     return Measurement(check, time, info.name, limits)
+
+
+def measured_calibration(limits, nbytes: int = 1 << 28, reps: int = 10):
+    """``asyncpipe.tune.user.Calibration`` with this device's bandwidth: a device-to-device copy of ``nbytes``
+    timed with CUDA events (read + write: 2 x ``nbytes`` per copy) over its SMs. The latency keeps its
+    default until the tuning run refits it."""
+    from dataclasses import replace
+
+    from numba import cuda
+
+    from ..timing import time_ms
+    from .user import DEFAULT_CALIBRATION
+
+    src = cuda.device_array(nbytes // 4, np.float32)
+    dst = cuda.device_array(nbytes // 4, np.float32)
+    ms = time_ms(lambda: dst.copy_to_device(src), reps=reps)
+    per_sm = 2 * nbytes / (ms * 1e6) / limits.sm_count
+    return replace(DEFAULT_CALIBRATION, sm_bytes_per_ns=round(per_sm, 2),
+                   source=f"bandwidth measured on {limits.name} (d2d copy, {2 * nbytes / (ms * 1e6):.0f} GB/s)")
+
+
+def _poison(a: np.ndarray) -> np.ndarray:
+    """All bits set: NaN for floats, -1 for integers (what the simulator leaves in unlanded copies)."""
+    return np.full_like(a, np.nan) if np.issubdtype(a.dtype, np.floating) else np.full_like(a, -1)
+
+
+def spec_measurement(tuned, problem, timer: Callable | None = None, reps: int = 20, seed: int = 0) -> Measurement:
+    """``check(config)`` runs the user's kernel (``TunedKernel``) once on ``spec.inputs`` (its output poisoned
+    first) and compares the output with ``spec.reference`` in float64 (relative Frobenius error under
+    ``spec.tolerance``); ``time(config)`` times one call with ``timer`` (CUDA events, median of ``reps``)."""
+    from numba import cuda
+
+    from ..host.device import require_cc
+    from ..model.limits import device_limits
+
+    spec = tuned.spec
+    api = f"tune {spec.name}"
+    info = require_cc(api, SM_CP_ASYNC)
+    limits = device_limits(api)
+    if timer is None:
+        from ..timing import time_ms as timer
+    base = spec.tunable()
+    prob = dict(zip(spec.problem, base.problem(problem)))
+    host = spec.inputs(prob, np.random.default_rng(seed))
+    ref = np.asarray(spec.reference(*host), np.float64)
+    ref_norm = max(float(np.linalg.norm(ref)), 1e-30)
+    dev = [cuda.to_device(a) if isinstance(a, np.ndarray) else a for a in host]
+    out = dev[spec.output]
+    poison = cuda.to_device(_poison(host[spec.output]))
+
+    def check(config: Config) -> Check:
+        out.copy_to_device(poison)
+        tuned(*dev, config=spec.full(config))
+        cuda.synchronize()
+        got = out.copy_to_host().astype(np.float64)
+        err = float(np.linalg.norm(got - ref) / ref_norm) if got.shape == ref.shape else float("inf")
+        regs = None
+        try:
+            r = tuned.kernel(config).get_regs_per_thread()
+            regs = max(r.values()) if isinstance(r, dict) else int(r)
+        except Exception:  # noqa: BLE001 - informative only
+            pass
+        ok = bool(np.isfinite(err) and err < spec.tolerance)
+        return Check(ok, err, regs, "" if ok else f"(tolerance {spec.tolerance:g})")
+
+    def time(config: Config) -> float:
+        cfg = spec.full(config)
+        return timer(lambda: tuned(*dev, config=cfg), reps=reps)
+
+    return Measurement(check, time, info.name, limits, measured_calibration(limits))

@@ -1,7 +1,8 @@
 """The kernels the tuner knows: for each, its problem's shape, its candidate configurations (stage
 counts, and the kernel's other compile-time options such as the SGEMM's thread tile and stage
 depth), how the model predicts a configuration, how to fit the model to measurements, and where its
-GPU measurement lives. Adding a kernel is adding an entry here and a builder in ``gpu.py``."""
+GPU measurement lives. This is the built-in SGEMM's entry; a user's kernel comes as an
+``asyncpipe.tune.KernelSpec`` (``spec.py``), which builds the same ``Tunable`` from its search space."""
 
 from __future__ import annotations
 
@@ -51,8 +52,11 @@ class Tunable:
     predict: Callable                     # (problem, Config, limits, calibration, registers=None) -> Prediction
     calibrate: Callable                   # ({Config: ms}, problem, limits, {Config: registers}) -> calibration
     default_calibration: object
-    flop: Callable[[tuple], float]        # for the TFLOPS column
-    gpu_builder: str                      # function in asyncpipe.tune.gpu: (problem, timer, reps) -> callables
+    flop: Callable[[tuple], float] | None  # for the TFLOPS column (None: no column)
+    gpu_builder: str | Callable           # function in asyncpipe.tune.gpu (or a callable): (problem, timer, reps) -> callables
+    source: str = ""                      # hash of the kernel's source: part of the cache key (a changed kernel misses)
+    space: str = ""                       # hash of the search space: part of the cache key
+    nbytes: Callable[[tuple], float] | None = None   # bytes the kernel moves, for the GB/s column
 
     def kernel_kw(self, config: Config) -> dict:
         """Every option of ``config`` named, stages included: the keywords of the kernel's function."""
@@ -109,15 +113,44 @@ def _sgemm() -> Tunable:
         default_calibration=model.DEFAULT_CALIBRATION,
         flop=lambda p: 2.0 * p[0] * p[1] * p[2],
         gpu_builder="sgemm_measurement",
+        source=source_hash(kernels.__file__, model.__file__),
+        space=space_hash({"stages": list(range(chapter.min_stages, chapter.max_stages + 1)),
+                          "options": list(option_sets)}),
     )
 
 
+def source_hash(*files) -> str:
+    """12 hex digits of sha1 over the files' text: a cache entry names the kernel code it measured."""
+    import hashlib
+    from pathlib import Path
+
+    h = hashlib.sha1()
+    for f in files:
+        h.update(Path(f).read_bytes())
+    return h.hexdigest()[:12]
+
+
+def space_hash(space) -> str:
+    """12 hex digits of sha1 over the search space as sorted JSON."""
+    import hashlib
+    import json
+
+    return hashlib.sha1(json.dumps(space, sort_keys=True, default=repr).encode()).hexdigest()[:12]
+
+
 _BUILDERS = {"sgemm": _sgemm}
+_built: dict[str, Tunable] = {}
 
 
-def tunable(name: str) -> Tunable:
+def tunable(name) -> Tunable:
+    """The built-in kernel ``name`` (``"sgemm"``), or ``name`` itself when it is a ``Tunable`` (a user's spec,
+    ``asyncpipe.tune.KernelSpec.tunable``)."""
+    if isinstance(name, Tunable):
+        return name
     check(name in _BUILDERS, "tune", f"kernel must be one of {sorted(_BUILDERS)}", repr(name))
-    return _BUILDERS[name]()
+    if name not in _built:
+        _built[name] = _BUILDERS[name]()
+    return _built[name]
 
 
 def names() -> list[str]:

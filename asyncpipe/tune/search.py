@@ -62,6 +62,8 @@ class Row:
     measured_ms: float | None = None
     fitted_ms: float | None = None           # the model's prediction after refitting to this run
     options: dict = field(default_factory=dict)   # the kernel's other options ({}: its defaults)
+    spills: bool | None = None               # the compiled kernel uses local memory (None: not compiled)
+    local_bytes: int | None = None           # its local memory per thread, bytes
 
     @property
     def config(self) -> Config:
@@ -83,6 +85,9 @@ class TuneResult:
     from_cache: bool = False
     date: str = ""
     notes: list = field(default_factory=list)
+    source: str = ""                          # hash of the kernel's source (the cache key has it)
+    space: str = ""                           # hash of the search space (the cache key has it)
+    nbytes: float | None = None               # bytes the kernel moves, for the GB/s column
 
     @property
     def best_stages(self) -> int:
@@ -95,14 +100,19 @@ class TuneResult:
 
     # ---- the rankings the issue asks about ------------------------------------------------------
     def model_ranking(self) -> list[Config]:
-        """Candidates that can launch, fastest predicted first (ties: fewer stages, then defaults)."""
-        ok = [r for r in self.rows if r.pruned != PRUNED_NO_FIT]
+        """Candidates that can launch, fastest predicted first (ties: fewer stages, then defaults). A kernel
+        without a timeline model (``predicted_ms`` None) keeps its candidates' order: its default first."""
+        ok = [r for r in self.rows if r.pruned not in CANNOT_RUN]
+        if any(r.predicted_ms is None for r in ok):
+            return [r.config for r in ok]
         return [r.config for r in sorted(ok, key=lambda r: (round(r.predicted_ms, 9), r.stages, r.config))]
 
     def model_tied_best(self, tolerance: float = 0.005) -> list[Config]:
         """Every candidate the model predicts within ``tolerance`` of its best: past the latency
         the model sees no difference between stage counts, and says so rather than inventing one."""
-        ok = [r for r in self.rows if r.pruned != PRUNED_NO_FIT]
+        ok = [r for r in self.rows if r.pruned not in CANNOT_RUN and r.predicted_ms is not None]
+        if not ok:
+            return []
         best = min(r.predicted_ms for r in ok)
         return sorted((r.config for r in ok if r.predicted_ms <= best * (1 + tolerance)),
                       key=lambda c: (c.options, c.stages))
@@ -122,7 +132,7 @@ class TuneResult:
             out["pick_vs_best_measured"] = pick / best - 1.0
             out["pick_within_2pct"] = pick <= 1.02 * best
             out["every_candidate_measured"] = all(r.measured_ms is not None for r in self.rows
-                                                  if r.pruned != PRUNED_NO_FIT)
+                                                  if r.pruned not in CANNOT_RUN)
         if len(ranked) >= 2:
             out["model_best_tied"] = [c.label() for c in self.model_tied_best()]
             out["model_top2"] = [c.label() for c in self.model_ranking()[:2]]
@@ -140,13 +150,15 @@ class TuneResult:
             "best": self.best.to_dict(), "calibration": self.calibration,
             "fitted_calibration": self.fitted_calibration, "flop": self.flop,
             "rows": [asdict(r) for r in self.rows], "checks": self.checks(), "notes": list(self.notes),
+            "source": self.source, "space": self.space, "nbytes": self.nbytes,
         }
 
     @classmethod
     def from_dict(cls, d: dict, from_cache: bool = False) -> "TuneResult":
         return cls(d["kernel"], tuple(d["problem"]), d["gpu"], d.get("asyncpipe_version", d.get("version", "?")),
                    [Row(**r) for r in d["rows"]], Config.from_dict(d["best"]), d["measured"], d["calibration"],
-                   d.get("fitted_calibration"), d.get("flop"), from_cache, d.get("date", ""), d.get("notes", []))
+                   d.get("fitted_calibration"), d.get("flop"), from_cache, d.get("date", ""), d.get("notes", []),
+                   d.get("source", ""), d.get("space", ""), d.get("nbytes"))
 
     def table(self) -> str:
         from .table import format_table
@@ -155,6 +167,8 @@ class TuneResult:
 
 
 PRUNED_NO_FIT = "does not fit on the GPU"
+PRUNED_NO_COMPILE = "does not compile"
+CANNOT_RUN = (PRUNED_NO_FIT, PRUNED_NO_COMPILE)
 
 
 def _progress(items: list, desc: str, enabled: bool, label=lambda item: ""):
@@ -173,7 +187,7 @@ def _progress(items: list, desc: str, enabled: bool, label=lambda item: ""):
         return lines()
 
 
-def predict_rows(kernel: str, problem, limits, calibration=None, candidates=None, margin: float = 0.10,
+def predict_rows(kernel, problem, limits, calibration=None, candidates=None, margin: float = 0.10,
                  options=None) -> list[Row]:
     """Step 1: the model's row for every candidate, with the pruned ones marked and why.
     ``candidates``: stage counts (default: all the kernel accepts); ``options``: option sets, each
@@ -194,19 +208,23 @@ def predict_rows(kernel: str, problem, limits, calibration=None, candidates=None
         try:
             p = spec.predict(problem, c, limits, cal)
         except AsyncpipeError as exc:               # e.g. more shared memory than a CTA may have
-            rows.append(Row(c.stages, 0, 0, str(exc), float("inf"), PRUNED_NO_FIT, options=c.kw))
+            why = PRUNED_NO_COMPILE if "must compile" in exc.rule else PRUNED_NO_FIT
+            rows.append(Row(c.stages, 0, 0, str(exc), float("inf"), why, options=c.kw))
             continue
-        rows.append(Row(c.stages, p.shared_per_cta, p.ctas_per_sm, p.limited_by, p.time_ms, options=c.kw))
+        rows.append(Row(c.stages, p.shared_per_cta, p.ctas_per_sm, p.limited_by, p.time_ms, options=c.kw,
+                        registers=getattr(p, "registers", None), spills=getattr(p, "spills", None),
+                        local_bytes=getattr(p, "local_bytes", None)))
     fits = [r for r in rows if r.pruned is None]
     require(bool(fits), "tune", "at least one candidate must fit on the GPU", [r.limited_by for r in rows])
-    best = min(r.predicted_ms for r in fits)
-    for r in fits:
+    timed = [r for r in fits if r.predicted_ms is not None]          # a kernel without a timeline model: none
+    best = min((r.predicted_ms for r in timed), default=None)
+    for r in timed:
         if r.predicted_ms > best * (1 + margin):
             r.pruned = f"predicted {100 * (r.predicted_ms / best - 1):.0f} % slower than the best"
     return rows
 
 
-def tune(kernel: str, problem, *, gpu: str, limits, check: Callable[[Config], Check] | None = None,
+def tune(kernel, problem, *, gpu: str, limits, check: Callable[[Config], Check] | None = None,
          time: Callable[[Config], float] | None = None, calibration=None, candidates=None, options=None,
          margin: float = 0.10, rounds: int = 3, measure_pruned: bool = False, use_cache: bool = True,
          force: bool = False, cache_file=None, progress: bool = True) -> TuneResult:
@@ -218,13 +236,14 @@ def tune(kernel: str, problem, *, gpu: str, limits, check: Callable[[Config], Ch
     spec = tunable(kernel)
     problem = spec.problem(problem)
     if use_cache and not force and check is not None:
-        hit = cache.lookup(gpu, kernel, problem, path=cache_file)
+        hit = cache.lookup(gpu, spec.name, problem, path=cache_file, source=spec.source, space=spec.space)
         if hit:
             return TuneResult.from_dict(hit, from_cache=True)
     cal = calibration or spec.default_calibration
-    rows = predict_rows(kernel, problem, limits, cal, candidates, margin, options)
-    result = TuneResult(kernel, problem, gpu, __version__, rows, None, False, asdict(cal), flop=spec.flop(problem),
-                        date=datetime.date.today().isoformat())
+    rows = predict_rows(spec, problem, limits, cal, candidates, margin, options)
+    result = TuneResult(spec.name, problem, gpu, __version__, rows, None, False, asdict(cal),
+                        flop=spec.flop(problem) if spec.flop else None, date=datetime.date.today().isoformat(),
+                        source=spec.source, space=spec.space, nbytes=spec.nbytes(problem) if spec.nbytes else None)
     if check is None or time is None:
         result.best = result.model_ranking()[0]
         result.notes.append("not measured: the pick is the model's")
@@ -232,13 +251,14 @@ def tune(kernel: str, problem, *, gpu: str, limits, check: Callable[[Config], Ch
     require(isinstance(rounds, int) and rounds >= 1, "tune", "rounds must be an integer >= 1", repr(rounds))
 
     # ---- step 2: check each, then time them round-robin -------------------------------------------
-    todo = [r for r in rows if r.pruned is None or (measure_pruned and r.pruned != PRUNED_NO_FIT)]
+    todo = [r for r in rows if r.pruned is None or (measure_pruned and r.pruned not in CANNOT_RUN)]
     for r in _progress(todo, "check", progress, lambda r: r.config.label()):
         c = check(r.config)
-        r.correct, r.error, r.registers = bool(c.ok), float(c.error), c.registers
+        before, r.correct, r.error = r.registers, bool(c.ok), float(c.error)
+        r.registers = c.registers if c.registers is not None else before
         if not c.ok:
             result.notes.append(f"{r.config.label()} failed the check: error {c.error:.3g} {c.detail}".strip())
-        if c.registers is not None:              # predict again with the compiled kernel's registers
+        if c.registers is not None and c.registers != before:   # predict again with the loaded kernel's registers
             p = spec.predict(problem, r.config, limits, cal, c.registers)
             r.ctas_per_sm, r.limited_by, r.predicted_ms = p.ctas_per_sm, p.limited_by, p.time_ms
     timed = [r for r in todo if r.correct]
@@ -260,7 +280,7 @@ def tune(kernel: str, problem, *, gpu: str, limits, check: Callable[[Config], Ch
                                     {r.config: r.registers for r in timed if r.registers is not None})
             result.fitted_calibration = asdict(fitted)
             for r in rows:
-                if r.pruned != PRUNED_NO_FIT:
+                if r.pruned not in CANNOT_RUN and r.predicted_ms is not None:
                     r.fitted_ms = spec.predict(problem, r.config, limits, fitted, r.registers).time_ms
         except AsyncpipeError as exc:
             result.notes.append(f"refit skipped: {exc}")

@@ -158,10 +158,20 @@ def test_tune_tile_and_bk_narrow_the_search(capsys, tmp_path):
 
 def test_tune_without_a_gpu_says_so(capsys, monkeypatch, tmp_path, no_gpu):
     monkeypatch.setenv("ASYNCPIPE_CACHE_DIR", str(tmp_path))
-    assert main(["tune", "sgemm", "--m", "1024", "--n", "1024", "--k", "512", "--stages", "2", "3"]) == 1
+    assert main(["tune", "sgemm", "--m", "1024", "--n", "1024", "--k", "512", "--stages", "2", "3"]) == 0
     cap = capsys.readouterr()
-    assert "not measured: tune sgemm: needs a CUDA GPU" in cap.err and "<- model's pick" in cap.out
+    said = [line for line in cap.out.splitlines() if "not measured" in line]
+    assert len(said) == 1 and "not measured (tune sgemm: needs a CUDA GPU" in said[0], cap.out
+    assert "<- model's pick" in cap.out and cap.err == ""
     assert not (tmp_path / "tune.json").exists()
+    # --problem names the SGEMM's dims too; a missing dim is an error, exit 2
+    assert main(["tune", "sgemm", "--problem", "m=64,n=64,k=64", "--predict-only", "--stages", "3", "--tile", "8x8",
+                 "--bk", "8"]) == 0
+    assert "not measured (--predict-only)" in capsys.readouterr().out
+    assert main(["tune", "sgemm", "--problem", "m=64,n=64"]) == 2
+    assert "error: tune: --problem must name each of ('m', 'n', 'k'), got 'm=64,n=64'" in capsys.readouterr().err
+    assert main(["tune", "sgemm", "--m", "64"]) == 2
+    assert "error: tune: sgemm needs --m, --n and --k" in capsys.readouterr().err
 
 
 def test_tune_calibration_from_the_command_line(capsys):

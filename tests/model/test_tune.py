@@ -149,8 +149,17 @@ def test_the_cache_remembers_per_gpu_kernel_problem_and_version(tmp_path):
     assert cached_stages("sgemm", P, gpu="another GPU", path=path) is None
     assert cached_stages("sgemm", (4096, 4096, 2048), gpu=GPU, path=path) is None
     assert cache.lookup(GPU, "sgemm", P, version="0.0.0", path=path) is None
-    entry = json.loads(path.read_text())["entries"][f"{GPU}|sgemm|4096x4096x4096|{__version__}"]
+    from asyncpipe.tune.kernels import tunable
+
+    spec = tunable("sgemm")
+    assert len(spec.source) == len(spec.space) == 12
+    key = f"{GPU}|sgemm|{spec.source}|4096x4096x4096|{spec.space}|{__version__}"
+    entry = json.loads(path.read_text())["entries"][key]
     assert entry["best"] == {"stages": 3, "options": {}} and len(entry["rows"]) == 7
+    assert cache.lookup(GPU, "sgemm", P, path=path, source=spec.source, space=spec.space) == entry
+    # another kernel source or another search space misses
+    assert cache.lookup(GPU, "sgemm", P, path=path, source="0" * 12, space=spec.space) is None
+    assert cache.lookup(GPU, "sgemm", P, path=path, source=spec.source, space="0" * 12) is None
 
 
 def test_a_cached_problem_is_not_measured_again_unless_forced(tmp_path):
