@@ -195,13 +195,15 @@ def mbarrier_ring_timeline(tiles: int, stages: int, load_latency: float, compute
         land = land_t.get(k, float("inf"))
         rows.append(TileTimes(k, k % S, issue_t.get(k, float("inf")), land, start, start + C, c))
         if land > start:
-            p, q = k // S, ((k // S) & 1) ^ flip
+            p, q, got = k // S, ((k // S) & 1) ^ flip, passed[(k, c)]
             lands = "never lands" if land == float("inf") else f"lands at t={land:g} {u}"
+            fix = (f"it should wait with parity {p & 1}" if q != p & 1 else
+                   f"parity {q} passes in phase {got} as in phase {p + 1}, two phases apart look alike")
             hazards.append(Hazard(READ_BEFORE_LAND, k, start,
                                   f"consumer {c} reads tile {k} at t={start:g} {u} but it {lands}: its wait on "
-                                  f"full[{k % S}] with parity {q} returned with {passed[(k, c)]} phases of "
-                                  f"full[{k % S}] complete, while tile {k} is phase {p} (round k // S) and needed "
-                                  f"{p + 1} complete: it should wait with parity {p & 1}", cause))
+                                  f"full[{k % S}] with parity {q} returned with {got} phases of full[{k % S}] "
+                                  f"complete, while tile {k} is phase {p} (round k // S) and needed {p + 1} "
+                                  f"complete: {fix}", cause))
     for k, t_issue in issue_t.items():
         if k >= S:
             prev = [start + C for (kk, _), start in starts.items() if kk == k - S]
