@@ -144,8 +144,11 @@ def format_text(rows: list[dict]) -> str:
             what = "a numba intrinsic, no shim" if row["kind"] == "intrinsic" else f"asyncpipe/ptx/{row['stem']}.py"
             lines += ["" if lines else None, f"== {source} ({what})"]
         lines += format_entry(row)
-    n = len(rows)
-    lines += ["", f"{n} primitive{'s' if n != 1 else ''}"]
+    shims = sum(r["kind"] == "shim" for r in rows)
+    counts = [f"{shims} primitive{'s' if shims != 1 else ''}"] if shims else []
+    if len(rows) > shims:
+        counts.append(f"{len(rows) - shims} intrinsic{'s' if len(rows) - shims != 1 else ''}")
+    lines += ["", ", ".join(counts)]
     return "\n".join(line for line in lines if line is not None)
 
 
