@@ -29,6 +29,7 @@ API = "python -m asyncpipe primitives"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.description, p.formatter_class = __doc__.replace("``", ""), argparse.RawDescriptionHelpFormatter
     p.add_argument("filters", nargs="*", metavar="FILTER",
                    help="a substring of a name, file stem or PTX opcode, or a glob over them (default: all)")
     p.add_argument("--json", action="store_true", help="print one JSON list instead of text")
