@@ -168,7 +168,7 @@ def _sass_claims(monkeypatch) -> dict:
                     fn(**kwargs)
                 kernel, has = seen[0]
                 for name in _called_primitives(kernel):
-                    if set(ptx.REGISTRY[name].sass) <= {op for op in has}:
+                    if set(ptx.REGISTRY[name].sass) <= set(has):
                         claims.setdefault(name, []).append(f"{path.stem}::{test_name}{kwargs or ''}")
     return claims
 
