@@ -1,10 +1,10 @@
 """asyncpipe: Ampere/Hopper asynchronous GPU kernels in Python."""
-import os as _os
 
-# ASYNCPIPE_SIM=1 selects the CPU simulator (asyncpipe.sim): numba's switch must be set before numba
-# is first imported, which asyncpipe does only after this line.
-if _os.environ.get("ASYNCPIPE_SIM", "0") not in ("", "0"):
-    _os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
+# GPU or CPU simulator (ASYNCPIPE_SIM=1 or NUMBA_ENABLE_CUDASIM=1), chosen once, here, before anything of
+# asyncpipe imports numba.cuda: asyncpipe.backend says how, and raises if numba.cuda was imported too early.
+from . import backend as _backend
+
+_backend.simulating()
 
 __version__ = "0.2.0"
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
+from ..backend import current
+
 PLAN_CACHE_SIZE = 32
 
 
@@ -60,10 +62,8 @@ def run_plan(cache: PlanCache, key: tuple, build) -> None:
     """Launch the plan for ``key``, building it with ``build()`` (which checks everything and returns a
     ``PreparedLaunch``) the first time. Keys with an array that has no ``__cuda_array_interface__``
     (None) are never cached: ``build`` reports them. The simulator builds every time (its launches
-    run the checks and the CPU engine anyway)."""
-    from ..ptx._registry import simulating
-
-    if simulating() or None in key:
+    run the checks and the CPU engine anyway: its backend's ``caches_plans`` is False)."""
+    if None in key or not current().caches_plans:
         build()()
         return
     plan = cache.get(key)

@@ -23,12 +23,12 @@ from typing import Callable
 
 from numba import cuda
 
+from .. import backend
+
 SHIM_PREFIX = "ap_"
 
 
-def simulating() -> bool:
-    """True when kernels run in numba's CUDA simulator instead of on a GPU."""
-    return os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0")
+simulating = backend.simulating   # True when kernels run on asyncpipe's simulator (chosen in asyncpipe.backend)
 
 
 def shim_dir() -> Path:
@@ -194,10 +194,8 @@ def _add_shim_include_path() -> None:
 
 if not simulating():
     _add_shim_include_path()
-else:   # the asyncpipe simulator runs launches in numba's simulator (asyncpipe.sim.numba_patch)
-    from ..sim import install as _install_simulator
-
-    _install_simulator()
+else:   # the asyncpipe simulator runs launches in numba's simulator: loading its backend installs it
+    backend.current()
 
 
 def _sim_pending(p: Primitive) -> Callable:

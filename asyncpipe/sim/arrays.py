@@ -19,6 +19,7 @@ from threading import current_thread
 
 import numpy as np
 
+from ..spec.tensor_map import EncodedTensorMap
 from .errors import SimUsageError
 from .where import here
 
@@ -159,9 +160,7 @@ def addr(arr, idx) -> Ptr:
         if flat.__class__ is tuple:
             raise IndexError(f"addr: give one index per dimension of the {arr.ndim}-D shared array")
         return Ptr(SHARED, arr._mem, arr._off + flat * arr._isz, arr.dtype)
-    from ..host.tensor_map import TensorMap
-
-    if isinstance(arr, TensorMap):
+    if isinstance(arr, EncodedTensorMap):
         return Ptr(TMAP, None, 0, obj=arr)
     if isinstance(arr, LocalArray):      # wgmma accumulators: the primitive needs the array itself
         index = idx if isinstance(idx, tuple) else (idx,)

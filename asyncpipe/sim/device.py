@@ -4,7 +4,7 @@ host code that reads ``cuda.get_current_device().MULTIPROCESSOR_COUNT``)."""
 
 from __future__ import annotations
 
-from ..host.device import DeviceInfo
+from ..spec.device import DeviceInfo
 from . import config
 
 NAME = "asyncpipe simulator (sm_90)"

@@ -1,11 +1,20 @@
-"""Host-side entry points under the simulator: ``asyncpipe.host.launch`` hands its launches here."""
+"""The simulator's side of the backend door (``asyncpipe.backend``): ``SimBackend`` answers the host API
+(``asyncpipe.host.launch``, ``prepare_launch``, ``device_info``, ``TensorMap.tiled``) with the simulated
+sm_90 device and asyncpipe's CPU engine. Loading it installs the engine into numba's simulator.
+
+Only the pure rules are shared with the GPU side (``asyncpipe.spec``): this module never imports
+``asyncpipe.host``.
+"""
 
 from __future__ import annotations
 
+import functools
+
 from ..errors import check
-from ..host.launch import API, check_launch
+from ..spec.launch import API, PreparedLaunch, check_launch
 from .device import sim_device_info
 from .launcher import run_kernel
+from .tensor_map import simulated_words
 
 
 def launch(kernel, grid, block, *args, cluster=None, shared_mem: int = 0, stream=0, nonportable: bool = False):
@@ -25,3 +34,31 @@ def check_plain_launch(grid, block, shared_mem):
     """``kernel[grid, block](...)``: the launch shape as 3-tuples, checked like any launch."""
     config = check_launch(grid, block, None, shared_mem or 0, device=sim_device_info(), api="kernel[grid, block]")
     return config.grid, config.block
+
+
+class SimBackend:
+    """``asyncpipe.backend.Backend`` in the simulator. A prepared launch runs the checks and the engine at
+    every call (``config`` None), so kernel functions build their plans every time (``caches_plans``)."""
+
+    name = "simulator"
+    caches_plans = False
+
+    def __init__(self):
+        from . import install
+
+        install()
+
+    def device_info(self, api: str = "device_info"):
+        return sim_device_info()
+
+    def prepare_launch(self, kernel, grid, block, *args, cluster=None, shared_mem: int = 0, stream=0,
+                       nonportable: bool = False, keep=(), once: bool = False) -> PreparedLaunch:
+        run = functools.partial(launch, kernel, grid, block, *args, cluster=cluster, shared_mem=shared_mem,
+                                stream=stream, nonportable=nonportable)
+        return PreparedLaunch(None, run, keep)
+
+    def launch(self, kernel, grid, block, *args, **options):
+        return launch(kernel, grid, block, *args, **options)
+
+    def tensor_map_words(self, layout):
+        return simulated_words(layout)

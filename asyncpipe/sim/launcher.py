@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..spec.tensor_map import EncodedTensorMap
 from . import config as sim_config
 from .engine import Launch, run_launch
 
@@ -15,11 +16,9 @@ def _prepare(arg, retr, extensions):
     from numba.cuda.simulator.args import ArgHint, InOut
     from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray, FakeWithinKernelCUDAArray
 
-    from ..host.tensor_map import TensorMap
-
     for ext in extensions:
         _, arg = ext.prepare_args(None, arg, stream=0, retr=retr)
-    if isinstance(arg, TensorMap):
+    if isinstance(arg, EncodedTensorMap):
         return arg
     if isinstance(arg, np.ndarray) and arg.ndim > 0:
         arg = InOut(arg).to_device(retr)

@@ -242,7 +242,7 @@ def offline_launch(monkeypatch):
     import numba.cuda.cudadrv.driver as numba_driver
     from cuda.bindings import driver
 
-    launch_module = importlib.import_module("asyncpipe.host.launch")   # (the package's ``launch`` is the function)
+    gpu = importlib.import_module("asyncpipe.backend.gpu")   # what asyncpipe.host.launch hands GPU launches to
     calls = SimpleNamespace(attributes=[], configs=[], launches=[], kernel=_FakeKernel(), attr_result=None)
     calls.attr_result = (driver.CUresult.CUDA_SUCCESS,)
 
@@ -250,8 +250,8 @@ def offline_launch(monkeypatch):
         calls.attributes.append((attr, val, kernel, int(dev)))
         return calls.attr_result
 
-    monkeypatch.setattr(launch_module, "device_info", lambda api: H200)
-    monkeypatch.setattr(launch_module, "_select_overload", lambda kernel, args, api: calls.kernel)
+    monkeypatch.setattr(gpu, "device_info", lambda api: H200)
+    monkeypatch.setattr(gpu, "_select_overload", lambda kernel, args, api: calls.kernel)
     monkeypatch.setattr(driver, "cuKernelSetAttribute", set_attribute)
     monkeypatch.setattr(numba_driver, "_to_core_stream", lambda stream: ("core-stream", stream))
     monkeypatch.setattr(cuda.core, "LaunchConfig", lambda **kw: calls.configs.append(kw) or kw)

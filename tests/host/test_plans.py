@@ -1,8 +1,12 @@
 """Launch plans (asyncpipe.host.plans), without a GPU: keys, the LRU cache and when plans are built."""
 
+from types import SimpleNamespace
+
 import numpy as np
 
+from asyncpipe.backend.gpu import GpuBackend
 from asyncpipe.host import plans
+from asyncpipe.sim.host import SimBackend
 
 
 class FakeArray:
@@ -35,7 +39,7 @@ def test_cache_is_lru():
 
 
 def test_run_plan_builds_once_per_key(monkeypatch):
-    monkeypatch.setenv("NUMBA_ENABLE_CUDASIM", "0")
+    monkeypatch.setattr(plans, "current", lambda: GpuBackend())
     cache, built, ran = plans.PlanCache(), [], []
 
     def build():
@@ -52,7 +56,7 @@ def test_run_plan_builds_once_per_key(monkeypatch):
 
 
 def test_the_simulator_builds_every_time(monkeypatch):
-    monkeypatch.setenv("NUMBA_ENABLE_CUDASIM", "1")
+    monkeypatch.setattr(plans, "current", lambda: SimpleNamespace(caches_plans=SimBackend.caches_plans))
     cache, built = plans.PlanCache(), []
     for _ in range(2):
         plans.run_plan(cache, ("k",), lambda: built.append(1) or (lambda: None))
