@@ -2,7 +2,8 @@
 
 ``out[i] = sum_j x[i, j]`` for a float32 matrix ``x`` (rows x cols, cols a multiple of 4). Each CTA owns
 ``ROWS`` rows and walks along them in tiles of ``ROWS x TC`` floats (each thread copies ``chunks`` 16-byte
-chunks of a tile), brought into shared memory with the chapter's multi-stage cp.async loop::
+chunks of a tile), brought into shared memory with the chapter's multi-stage cp.async loop, written with
+``asyncpipe.pipeline.cp_async_ring`` (the kernel gives the issue and the compute of one tile)::
 
     prologue:  issue tiles 0 .. S-2, one commit_group each (an empty one where there is no tile)
     main loop: wait_group(S-2); syncthreads; issue tile k+S-1 into the slot tile k-1 used; commit (always);
@@ -28,6 +29,7 @@ from numba import cuda, float32
 
 from asyncpipe import ptx
 from asyncpipe.errors import check
+from asyncpipe.pipeline.cp_async_ring import cp_async_ring
 from asyncpipe.tune import CpAsyncPipeline, Launch, autotune
 
 ROWS = 8                                   # rows of x per CTA (and per tile)
@@ -66,48 +68,39 @@ def row_sum(config):
     CPR = THREADS // ROWS                  # threads per tile row
     TC = tile_cols(THREADS, CHUNKS)        # floats per tile row
 
+    @cuda.jit(device=True, inline="always")
+    def load_tile(slot, tile, args):       # this thread's CHUNKS copies of `tile` into `slot` (the ring commits)
+        buf, x, rows, cols, r, chunk, row, src_row = args
+        for c in range(CHUNKS):
+            j = 4 * (chunk + CPR * c)                        # the copy's first float in the tile row
+            col = tile * TC + j
+            n = 16 if row < rows and col < cols else 0       # zero-fill past the edge
+            ptx.cp_async_cg_shared_global_16_src_size(ptx.addr(buf, (slot, r, j)),
+                                                      ptx.addr(x, (src_row, col if n else 0)), n)
+
+    @cuda.jit(device=True, inline="always")
+    def add_tile(slot, tile, acc, args):   # floats of row r that other threads copied: stride CPR
+        buf, r, chunk = args[0], args[4], args[5]
+        for i in range(4 * CHUNKS):
+            acc += buf[slot, r, chunk + CPR * i]
+        return acc
+
     @cuda.jit
     def kernel(x, out, rows, cols):
         buf = cuda.shared.array((STAGES, ROWS, TC), np.float32)
         part = cuda.shared.array(THREADS, np.float32)
         t = cuda.threadIdx.x
-        r = t // CPR                       # the tile row this thread copies and adds
+        r = t // CPR                       # the tile row this thread copies into and adds up
         chunk = t % CPR
         row = cuda.blockIdx.x * ROWS + r
         src_row = row if row < rows else 0
         tiles = (cols + TC - 1) // TC
 
-        # ---- prologue: tiles 0 .. S-2 in flight, one group each ---------------------------------
-        for s in range(STAGES - 1):
-            if s < tiles:
-                for c in range(CHUNKS):
-                    j = 4 * (chunk + CPR * c)                        # this copy's first float in the tile row
-                    col = s * TC + j
-                    n = 16 if row < rows and col < cols else 0       # zero-fill past the edge
-                    ptx.cp_async_cg_shared_global_16_src_size(ptx.addr(buf, (s, r, j)),
-                                                              ptx.addr(x, (src_row, col if n else 0)), n)
-            ptx.cp_async_commit_group()
+        # ---- the chapter's loop: prologue of S-1 groups; per tile wait(S-2), barrier, issue, commit, add ----
+        acc = cp_async_ring(tiles, STAGES, load_tile, add_tile, float32(0),
+                            (buf, x, rows, cols, r, chunk, row, src_row))
 
-        # ---- main loop ---------------------------------------------------------------------------
-        acc = float32(0)
-        for k in range(tiles):
-            ptx.cp_async_wait_group(STAGES - 2)        # tile k's group has landed (this thread's copies)
-            cuda.syncthreads()                         # ... and every thread's; tile k-1's slot is free
-            nxt = k + STAGES - 1
-            if nxt < tiles:
-                for c in range(CHUNKS):
-                    j = 4 * (chunk + CPR * c)
-                    col = nxt * TC + j
-                    n = 16 if row < rows and col < cols else 0
-                    ptx.cp_async_cg_shared_global_16_src_size(ptx.addr(buf, (nxt % STAGES, r, j)),
-                                                              ptx.addr(x, (src_row, col if n else 0)), n)
-            ptx.cp_async_commit_group()                # always: the tail's empty groups keep wait_group(S-2) right
-            st = k % STAGES
-            for i in range(4 * CHUNKS):                # floats other threads copied: stride CPR
-                acc += buf[st, r, chunk + CPR * i]
-
-        # ---- epilogue: a row's CPR partial sums ----------------------------------------------------
-        ptx.cp_async_wait_all()
+        # ---- epilogue: a row's CPR partial sums (nothing is in flight: the tail's groups are empty) --------
         part[t] = acc
         cuda.syncthreads()
         if t < ROWS and cuda.blockIdx.x * ROWS + t < rows:

@@ -5,7 +5,7 @@
 #   run(command="COMMIT=<sha of this tree> bash scripts/gpu_check.sh", carry=[".whl", ".ref"])
 # .whl holds numpy 2.4 (the image's numpy 2.5 breaks numba-cuda 0.30.4) and pytest; .ref is an
 # ignored copy of ../shared/reference (the yardstick programs; never committed).
-# Environment: STEPS (default "tests sanitizer bench"; add "tune" for the tuner's table (TUNE_ARGS), "sweep" for
+# Environment: STEPS (default "tests sanitizer bench"; add "tune" for the tuner's tables (TUNE_KERNELS, TUNE_ARGS), "sweep" for
 # scripts/sgemm_sweep.py, "profile" for scripts/profile_sgemm.sh over PROFILE (sweep names), "order" for
 # scripts/stage_order.py (ORDER_ARGS)), PYTEST_ARGS, JOBS, SANITIZER_TOOLS, SANITIZER_TESTS,
 # PYTEST_K (a -k expression), SAN_JOBS, SAN_SPLIT ("file": one sanitizer process per test file, the default; "test":
@@ -117,10 +117,18 @@ fi
 # the tuner on the SGEMM at 4096^3: every stage count of every (tile, bk) timed (the pruned ones too,
 # to check the model's pruning; TUNE_ARGS narrows it, e.g. "--tile 8x8 --bk 8"); its table is
 # bench/tune_h200.json once committed
-if [[ $STEPS == *tune* ]]; then
+# TUNE_KERNELS (default "sgemm row_sum") picks which; row_sum is examples/rowsum_tune.py, a kernel that is not in
+# the project, tuned end to end through the CLI (its table is bench/tune_h200_row_sum.json once committed)
+TUNE_KERNELS=${TUNE_KERNELS:-"sgemm row_sum"}
+if [[ $STEPS == *tune* && $TUNE_KERNELS == *sgemm* ]]; then
   python3 -m asyncpipe tune sgemm --m 4096 --n 4096 --k 4096 ${TUNE_ARGS:-} \
     --measure-pruned --rounds 5 --json "$OUT/tune_h200.json" 2>&1 | tail -75
   row "tune" "$OUT/tune_h200.json"
+fi
+if [[ $STEPS == *tune* && $TUNE_KERNELS == *row_sum* ]]; then
+  python3 -m asyncpipe tune examples/rowsum_tune.py:row_sum --problem rows=8192,cols=8192 \
+    --measure-pruned --rounds 5 --json "$OUT/tune_h200_row_sum.json" 2>&1 | tail -40
+  row "tune row_sum" "$OUT/tune_h200_row_sum.json"
 fi
 
 if [[ $STEPS == *sweep* ]]; then

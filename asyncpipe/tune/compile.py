@@ -10,7 +10,7 @@ compiler or its simulator at import, and a worker must compile. A tqdm bar shows
 
 from __future__ import annotations
 
-import importlib.util
+import importlib.machinery
 import os
 import sys
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -89,13 +89,12 @@ def _by_value(fn) -> None:
     from numba import cloudpickle
 
     mod = sys.modules.get(getattr(fn, "__module__", "") or "")
-    if mod is not None and mod.__name__ != "__main__":
-        try:
-            importable = importlib.util.find_spec(mod.__name__) is not None
-        except (ValueError, ImportError):
-            importable = False
-        if not importable:
-            cloudpickle.register_pickle_by_value(mod)
+    if mod is None or mod.__name__ == "__main__" or "." in mod.__name__:    # __main__ goes by value anyway
+        return
+    # a top-level module a fresh process finds on sys.path is imported there; one loaded by path is not
+    # (importlib.util.find_spec would answer from sys.modules: ask the path finder)
+    if importlib.machinery.PathFinder.find_spec(mod.__name__) is None:
+        cloudpickle.register_pickle_by_value(mod)
 
 
 def compile_candidates(factory, jobs: dict, cc, processes: int | None = None, progress: bool = True,

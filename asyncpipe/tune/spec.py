@@ -100,6 +100,8 @@ class KernelSpec:
         check(isinstance(self.space, Mapping) and "stages" in self.space, API,
               'space must be a mapping with a "stages" entry', repr(self.space))
         self.space = {k: tuple(v) for k, v in self.space.items()}
+        check(self.pipeline is None or isinstance(self.pipeline, (CpAsyncPipeline, MbarrierRingPipeline)), API,
+              "pipeline must be a CpAsyncPipeline, an MbarrierRingPipeline or None", repr(self.pipeline))
         low = self.pipeline.min_stages if self.pipeline else 1
         for k, v in self.space.items():
             check(len(v) > 0 and len(set(v)) == len(v), API, f"space[{k!r}] must be a non-empty list without repeats",
@@ -120,8 +122,6 @@ class KernelSpec:
               "output must be the index of the argument the kernel writes", repr(self.output))
         check(isinstance(self.tolerance, numbers.Real) and self.tolerance > 0, API, "tolerance must be > 0",
               repr(self.tolerance))
-        check(self.pipeline is None or isinstance(self.pipeline, (CpAsyncPipeline, MbarrierRingPipeline)), API,
-              "pipeline must be a CpAsyncPipeline, an MbarrierRingPipeline or None", repr(self.pipeline))
 
     # ---- configurations -----------------------------------------------------------------------
     @property

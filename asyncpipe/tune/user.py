@@ -102,6 +102,9 @@ def predict(spec, problem: dict, config: Config, compiled, launch, lim, cal: Cal
     regs = registers if registers is not None else (compiled.registers if have else 0)
     static = compiled.shared if have else 0
     static = static - lim.reserved_shared_per_block if static >= lim.reserved_shared_per_block else static
+    check(static <= lim.shared_per_block, api,
+          f"static shared memory (cuda.shared.array) must be <= {lim.shared_per_block} bytes: more needs dynamic "
+          "shared memory and the opt-in", static, "CUDA programming guide, shared memory")
     occ = occupancy(Footprint(launch.threads, regs, static, launch.shared), lim)
     r = occ.ctas_per_sm
     full, rest = divmod(launch.ctas, r * lim.sm_count)
