@@ -2,7 +2,7 @@
 
 On a GPU each program runs at the chapter's size and is compared with numpy in float64 (exactly
 for integers). Without a GPU the demo says why, then runs the same programs at small sizes on
-asyncpipe's CPU simulator (``asyncpipe.sim.demo``), checked the same way.
+asyncpipe's CPU simulator (``asyncpipe.demo_sim``), checked the same way.
 """
 
 from __future__ import annotations
@@ -129,7 +129,7 @@ def run_demo(quick: bool = False) -> int:
         print(f"asyncpipe demo: no GPU run: {reason}.")
         print("Running the chapter's programs on asyncpipe's CPU simulator instead (small sizes, "
               "asynchronous copies and pipeline checks modelled; no timings):", flush=True)
-        from .sim.demo import run_on_simulator
+        from .demo_sim import run_on_simulator
 
         return run_on_simulator()
     from numba import cuda

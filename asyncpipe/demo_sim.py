@@ -2,7 +2,7 @@
 seconds, checked against numpy like the GPU demo (``python -m asyncpipe demo`` with no GPU).
 
 The simulator must be chosen before numba is imported; a demo process that has already imported
-numba for the GPU check runs this module in a fresh interpreter (``python -m asyncpipe.sim.demo``).
+numba for the GPU check runs this module in a fresh interpreter (``python -m asyncpipe.demo_sim``).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import numpy as np
 def _sgemm():
     from numba import cuda
 
-    from ..kernels.sgemm import sgemm
+    from .kernels.sgemm import sgemm
 
     rng = np.random.default_rng(0)
     m, n, k = 128, 128, 32                  # the chapter's 128 x 128 tile, 4 k-tiles through 3 stages
@@ -34,7 +34,7 @@ def _sgemm():
 def _tma():
     from numba import cuda
 
-    from ..kernels.tma_add_one import add_one
+    from .kernels.tma_add_one import add_one
 
     rng = np.random.default_rng(1)
     a = rng.integers(0, 1000, (32, 64), dtype=np.int32)
@@ -49,7 +49,7 @@ def _tma():
 def _cluster():
     from numba import cuda
 
-    from ..kernels.cluster_sum import cluster_sum, pair_sums
+    from .kernels.cluster_sum import cluster_sum, pair_sums
 
     rng = np.random.default_rng(2)
     x = rng.uniform(-1, 1, 2 * 2 * 1000).astype(np.float32)
@@ -88,7 +88,7 @@ def run_on_simulator() -> int:
     if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0"):
         return run_in_process()
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
-    return subprocess.run([sys.executable, "-m", "asyncpipe.sim.demo"], env=env).returncode
+    return subprocess.run([sys.executable, "-m", "asyncpipe.demo_sim"], env=env).returncode
 
 
 if __name__ == "__main__":

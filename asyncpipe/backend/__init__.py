@@ -113,8 +113,11 @@ def current() -> Backend:
         import numba.cuda  # noqa: F401  (the mode numba.cuda is in must be the one chosen)
 
         if (_NUMBA_SIM_INIT in sys.modules) != sim:
-            raise _too_late(f"asyncpipe chose the {'simulator' if sim else 'GPU'} but numba.cuda was imported for "
-                            f"the {'GPU' if sim else 'simulator'} ({ENV_NUMBA_SIM} changed after import asyncpipe)")
+            raise AsyncpipeError(
+                "asyncpipe.backend", f"{ENV_SIM} or {ENV_NUMBA_SIM} must be set before asyncpipe is imported and not "
+                "changed after (asyncpipe and numba.cuda must run on the same backend)",
+                f"asyncpipe chose the {'simulator' if sim else 'GPU'} at import, numba.cuda was then imported for "
+                f"the {'GPU' if sim else 'simulator'}", _SOURCE)
         if sim:
             from ..sim.host import SimBackend
 

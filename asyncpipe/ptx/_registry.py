@@ -192,10 +192,9 @@ def _add_shim_include_path() -> None:
         config.CUDA_NVRTC_EXTRA_SEARCH_PATHS = ":".join([*paths, str(shim_dir())])
 
 
+backend.current()   # load the chosen backend (the simulator's installs itself into numba); numba must agree
 if not simulating():
     _add_shim_include_path()
-else:   # the asyncpipe simulator runs launches in numba's simulator: loading its backend installs it
-    backend.current()
 
 
 def _sim_pending(p: Primitive) -> Callable:

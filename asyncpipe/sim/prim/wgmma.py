@@ -33,7 +33,7 @@ import functools
 
 import numpy as np
 
-from ...ptx import wgmma as W
+from ... import wgmma_layout as W
 from ..arrays import LOCAL, LocalArray, Ptr, shared_operand
 from ..errors import SimUsageError, WarpgroupError, WgmmaFenceError, WgmmaPendingError
 from ..scheduler import EXITED
