@@ -20,11 +20,16 @@ import argparse
 import sys
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--tiles", type=int, required=True, help="T: tiles (k-steps) one CTA runs through")
-    p.add_argument("--stages", type=int, required=True, help="S: shared-memory stages (slots)")
-    p.add_argument("--load-latency", type=float, required=True, metavar="NS",
+    p.add_argument("--tiles", type=int, help="T: tiles (k-steps) one CTA runs through")
+    p.add_argument("--stages", type=int, help="S: shared-memory stages (slots)")
+    p.add_argument("--load-latency", type=float, metavar="NS",
                    help="L: ns from issuing a load to its landing")
-    p.add_argument("--compute", type=float, required=True, metavar="NS", help="C: compute ns per tile")
+    p.add_argument("--compute", type=float, metavar="NS", help="C: compute ns per tile")
+    p.add_argument("--kernel", metavar="FILE.py:NAME",
+                   help="instead of T, S, L and C: a tuner spec's pipeline (asyncpipe.tune), compiled offline for its "
+                        "resources, with --config stages=3[,name=value] and --problem name=value,...")
+    p.add_argument("--config", help="--kernel: the configuration to draw (the rest from the spec's default)")
+    p.add_argument("--problem", help="--kernel: the problem by the spec's names, e.g. rows=8192,cols=8192")
     p.add_argument("--issue-cost", type=float, default=0.0, metavar="NS",
                    help="I: ns to issue one tile's loads (default 0)")
     p.add_argument("--bandwidth", type=float, metavar="GBPS",
@@ -53,7 +58,17 @@ def run(args) -> int:
     common = dict(issue_cost=args.issue_cost, bandwidth=args.bandwidth, tile_bytes=args.tile_bytes,
                   ctas_per_sm=args.ctas)
     try:
-        if args.pattern == "ring":
+        if args.kernel:                                  # the spec's pipeline, resources from its compiled kernel
+            from ..tune.cli import kernel_timeline_of
+
+            tl = kernel_timeline_of(args)
+        elif None in (args.tiles, args.stages, args.load_latency, args.compute):
+            from ..errors import check
+
+            check(False, "timeline", "--tiles, --stages, --load-latency and --compute are needed (or --kernel)",
+                  f"--tiles {args.tiles} --stages {args.stages} --load-latency {args.load_latency} "
+                  f"--compute {args.compute}")
+        elif args.pattern == "ring":
             tl = mbarrier_ring_timeline(args.tiles, args.stages, args.load_latency, args.compute,
                                         consumers=args.consumers, schedule=args.schedule,
                                         consumer_parity="flipped" if args.flipped_parity else "correct", **common)

@@ -210,3 +210,26 @@ def run(args) -> int:
         Path(args.json).write_text(json.dumps(doc, indent=1) + "\n")
         print(f"written: {args.json}")
     return 0
+
+
+def kernel_timeline_of(args):
+    """``python -m asyncpipe timeline --kernel FILE.py:NAME --config stages=3 --problem rows=..,cols=..``: the
+    spec's pipeline for that configuration (``asyncpipe.tune.user.kernel_timeline``); the CTA's resources and
+    residency are printed first (to stderr when ``--json`` keeps stdout one object)."""
+    from ..errors import check
+    from .user import kernel_timeline
+
+    tuned = load_kernel(args.kernel)
+    spec = tuned.spec
+    check(args.problem is not None, "timeline", f"--kernel needs --problem {','.join(d + '=..' for d in spec.problem)}",
+          None)
+    config = {}
+    for part in (p for p in (args.config or "").split(",") if p.strip()):
+        name, eq, value = part.partition("=")
+        check(bool(eq), "timeline", "--config is name=value,...", repr(part))
+        config[name.strip()] = int(value) if value.strip().lstrip("-").isdigit() else value.strip()
+    tl, p = kernel_timeline(tuned, parse_problem(args.problem, spec.problem), config)
+    print(f"{spec.name} {spec.full(spec.config(config))}: {p.registers} registers, {p.shared_per_cta} bytes of shared "
+          f"memory a CTA, {p.ctas_per_sm} CTAs an SM ({p.limited_by}), {p.waves} wave(s), {p.tiles} tiles a CTA"
+          + (", SPILLS" if p.spills else ""), file=sys.stderr if args.json else sys.stdout)
+    return tl

@@ -225,4 +225,36 @@ def tune_kernel(tuned, problem, *, measure: bool = True, limits=None, gpu: str |
     return res
 
 
-__all__ = ["Calibration", "DEFAULT_CALIBRATION", "Prediction", "calibrate", "predict", "prepared", "tune_kernel"]
+def kernel_timeline(tuned, problem, config, limits=None, calibration=None):
+    """``(Timeline, Prediction)`` of one CTA of the first wave of ``tuned``'s pipeline in ``config`` (a dict or
+    ``Config``) on ``problem``: the candidate compiled offline (one worker process) for the device's cc, its
+    CTAs per SM from the cubin's registers and shared memory, its compute per tile from its main loop, the
+    latency and bandwidth from ``calibration`` (default: ``DEFAULT_CALIBRATION``). What
+    ``python -m asyncpipe timeline --kernel path.py:NAME --config stages=3 --problem ...`` draws."""
+    from ..model.cp_async import cp_async_timeline
+    from ..model.limits import limits as pick_limits
+    from ..model.mbarrier_ring import mbarrier_ring_timeline
+
+    spec = tuned.spec
+    check(spec.pipeline is not None, "timeline", f"{spec.name}'s spec must name its pipeline (CpAsyncPipeline or "
+          "MbarrierRingPipeline) to be drawn", None)
+    c = spec.config(config)
+    lim = limits or pick_limits(None)
+    cal = calibration or DEFAULT_CALIBRATION
+    _, prob, compiled, launches, _ = prepared(tuned, problem, lim, cal, processes=1, progress=False,
+                                             candidates=[c.stages], options=[c.kw])
+    p = predict(spec, prob, c, compiled[c], launches[c], lim, cal)
+    resident = min(p.ctas_per_sm, math.ceil(launches[c].ctas / lim.sm_count))
+    full = spec.full(c)
+    tiles, nbytes = int(spec.pipeline.tiles(prob, full)), int(spec.pipeline.stage_bytes(prob, full))
+    common = dict(bandwidth=cal.sm_bytes_per_ns, tile_bytes=max(1, nbytes), ctas_per_sm=resident)
+    compute = compute_ns(compiled[c], launches[c].threads, resident, cal)
+    if isinstance(spec.pipeline, CpAsyncPipeline):
+        tl = cp_async_timeline(tiles, c.stages, cal.load_latency_ns, compute, **common)
+    else:
+        tl = mbarrier_ring_timeline(tiles, c.stages, cal.load_latency_ns, compute, consumers=spec.pipeline.consumers,
+                                    **common)
+    return tl, p
+
+
+__all__ = ["Calibration", "DEFAULT_CALIBRATION", "Prediction", "calibrate", "predict", "prepared", "tune_kernel", "kernel_timeline"]

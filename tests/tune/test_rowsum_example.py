@@ -112,3 +112,53 @@ def test_tuned_end_to_end_on_the_gpu(row_sum, tmp_path, monkeypatch):
     np.testing.assert_array_equal(out.copy_to_host(), np.full(2048, 4096.0, np.float32))
     assert row_sum.tune({"rows": 2048, "cols": 4096}, candidates=[2, 4], progress=False).from_cache
     assert isinstance(res.best, Config)
+
+
+@pytest.mark.sass
+def test_the_timeline_draws_the_specs_pipeline_from_the_compiled_kernel(capsys, tmp_path):
+    """``timeline --kernel``: one candidate compiled offline; its registers, shared memory and CTAs per SM come
+    from the cubin, the tiles and bytes from the spec's pipeline, the timeline from the cp.async model."""
+    from asyncpipe.__main__ import main
+    from asyncpipe.model.cp_async import cp_async_timeline
+    from asyncpipe.tune.user import DEFAULT_CALIBRATION as CAL
+
+    png = tmp_path / "t.png"
+    assert main(["timeline", "--kernel", f"{EXAMPLE}:row_sum", "--config", "stages=3,chunks=4",
+                 "--problem", "rows=8192,cols=2048", "--json", "--plot", str(png)]) == 0
+    cap = capsys.readouterr()
+    d = json.loads(cap.out)                                  # --json: stdout stays one object
+    assert "26112 bytes of shared memory a CTA" in cap.err and "8 tiles a CTA" in cap.err   # 3 x 8 x 256 + 128 floats + 1 KB
+    assert d["params"]["tiles"] == 8 and d["params"]["stages"] == 3 and d["params"]["tile_bytes"] == 8 * 256 * 4
+    assert d["params"]["load_latency"] == CAL.load_latency_ns and d["params"]["ctas_per_sm"] == 8
+    again = cp_async_timeline(8, 3, CAL.load_latency_ns, d["params"]["compute"], bandwidth=CAL.sm_bytes_per_ns,
+                              tile_bytes=8192, ctas_per_sm=8)
+    assert d["total_time"] == pytest.approx(again.total_time) and d["params"]["compute"] > 0
+    assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_timeline_bad_input(capsys):
+    from asyncpipe.__main__ import main
+
+    assert main(["timeline", "--kernel", f"{EXAMPLE}:row_sum", "--config", "stages=3"]) == 2
+    assert "error: timeline: --kernel needs --problem rows=..,cols=.., got None" in capsys.readouterr().err
+    assert main(["timeline", "--kernel", f"{EXAMPLE}:row_sum", "--config", "stages=5", "--problem",
+                 "rows=8,cols=8"]) == 2
+    assert "error: row_sum: stages must be one of (2, 3, 4, 6, 8), got 5" in capsys.readouterr().err
+    assert main(["timeline", "--tiles", "4"]) == 2
+    assert ("error: timeline: --tiles, --stages, --load-latency and --compute are needed (or --kernel), got --tiles 4 "
+            "--stages None") in capsys.readouterr().err
+    assert main(["tune", "examples/nothing.py:row_sum", "--problem", "rows=8,cols=8"]) == 2
+    assert "error: tune: the kernel's file must exist, got 'examples/nothing.py'" in capsys.readouterr().err
+    assert main(["tune", "sgemm.py", "--problem", "rows=8"]) == 2
+    assert "error: tune: kernel must be sgemm or path/to/file.py:NAME, got 'sgemm.py'" in capsys.readouterr().err
+    assert main(["tune", f"{EXAMPLE}:ROWS", "--problem", "rows=8"]) == 2
+    assert "must be an @autotune kernel (TunedKernel) or a KernelSpec, got int" in capsys.readouterr().err
+    assert main(["tune", f"{EXAMPLE}:row_sum", "--problem", "rows=8,cols=x"]) == 2
+    assert "error: tune: --problem is name=integer,..., got 'cols=x'" in capsys.readouterr().err
+    assert main(["tune", f"{EXAMPLE}:row_sum", "--problem", "rows=8,cols=8", "--space", "warps=4"]) == 2
+    assert "error: tune: --space is name=v1,v2 with a name among ['chunks', 'threads'], got 'warps=4'" in \
+        capsys.readouterr().err
+    assert main(["tune", f"{EXAMPLE}:row_sum", "--problem", "rows=8,cols=8", "--space", "threads=64"]) == 2
+    assert "error: tune: --space threads values must be among (128, 256), got 64" in capsys.readouterr().err
+    assert main(["tune", f"{EXAMPLE}:row_sum"]) == 2
+    assert "error: tune: --problem must give ('rows', 'cols') for row_sum, got None" in capsys.readouterr().err
