@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass
 from functools import cached_property
@@ -216,21 +217,54 @@ def compile_kernel_in_subprocess(pyfunc, argtypes, cc=HOPPER_A, timeout: float =
     value, the modules it names (``ptx``, ``cuda``, ``np``) by reference, so that the child resolves
     them to the real compiler's objects. The cubin comes back; reading it (``sass``, ``resources``)
     needs only ``cuobjdump``. Raises ``RuntimeError`` with the child's traceback when it fails."""
+    import io
     import pickle
-    import sys
-
-    from numba import cloudpickle
 
     env = {k: v for k, v in os.environ.items() if k not in _SIMULATOR_SWITCHES}
     with tempfile.TemporaryDirectory() as d:
         job, result = Path(d) / "job.pkl", Path(d) / "cubin.pkl"
-        job.write_bytes(cloudpickle.dumps((pyfunc, tuple(argtypes), cc, options)))
+        buf = io.BytesIO()
+        _pickler(buf).dump((pyfunc, tuple(argtypes), cc, options))
+        job.write_bytes(buf.getvalue())
         out = subprocess.run([sys.executable, "-m", "asyncpipe.codegen", str(job), str(result)],
                              capture_output=True, text=True, env=env, timeout=timeout)
         if out.returncode:
             raise RuntimeError(f"compile_kernel_in_subprocess: the child failed:\n{out.stderr[-4000:]}")
         data, arch = pickle.loads(result.read_bytes())
     return Cubin(data, arch)
+
+
+def _pickler(file):
+    """A cloudpickle pickler that sends the simulator's ``cuda.jit`` device functions (a kernel's globals)
+    as the child's numba has them: the same module attribute where there is one (``ptx``'s, the
+    pipeline's); else (a notebook's, an unrolled one) jitted again with ``inline="always"``, the
+    simulator having dropped the options, and offline (no GPU) numba compiles only inlined device
+    functions (its separate device-function compile asks the current GPU for its compute capability)."""
+    from numba import cloudpickle
+    from numba.cuda.simulator.kernel import FakeCUDAKernel
+
+    class Pickler(cloudpickle.CloudPickler):
+        def reducer_override(self, obj):
+            if isinstance(obj, FakeCUDAKernel):
+                fn = obj.fn
+                if fn.__module__ != "__main__" and getattr(sys.modules.get(fn.__module__), fn.__name__, None) is obj:
+                    return _module_attribute, (fn.__module__, fn.__name__)
+                return _jit, (fn, obj._device, obj._fastmath)
+            return super().reducer_override(obj)
+
+    return Pickler(file)
+
+
+def _module_attribute(module: str, name: str):
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
+
+
+def _jit(fn, device: bool, fastmath: bool):
+    from numba import cuda
+
+    return cuda.jit(fn, device=True, inline="always", fastmath=fastmath) if device else cuda.jit(fn, fastmath=fastmath)
 
 
 def _compile_job(job: str, result: str) -> None:
@@ -242,6 +276,4 @@ def _compile_job(job: str, result: str) -> None:
 
 
 if __name__ == "__main__":
-    import sys
-
     _compile_job(sys.argv[1], sys.argv[2])

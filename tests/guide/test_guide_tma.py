@@ -1,0 +1,79 @@
+"""docs/guide/02_tma.md beyond its check(n) (which tests/guide/test_guide.py runs): the host function's bad-input
+messages, the page's shape rules, and its kernel's SASS offline. The host tests need device arrays: they run in the
+simulator run and on a GPU."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.guide.test_guide import GUIDE, load_page
+
+PAGE = GUIDE / "02_tma.md"
+
+
+@pytest.fixture
+def page(tmp_path):
+    return load_page(PAGE, tmp_path)
+
+
+@pytest.mark.gpu
+@pytest.mark.simulator_too
+@pytest.mark.parametrize("x, y, message", [
+    ("host", (8, 4), "x must be a 2-D float32 device array (the kernel's boxes are float32), "
+     "got a host array of float32 (4, 8)"),
+    (np.float64, (8, 4), "x must be a 2-D float32 device array (the kernel's boxes are float32), "
+     "got a device array of float64 (4, 8)"),
+    (np.float32, (32,), "y must be a 2-D float32 device array (the kernel's boxes are float32), "
+     "got a device array of float32 (32,)"),
+    (np.float32, (4, 8), "y must have x's shape transposed, got x (4, 8), y (4, 8)"),
+])
+def test_scale_transpose_device_refuses_bad_input(page, x, y, message):
+    from numba import cuda
+
+    from asyncpipe.errors import AsyncpipeError
+
+    x = np.zeros((4, 8), np.float32) if x == "host" else cuda.to_device(np.zeros((4, 8), x))
+    y = cuda.to_device(np.zeros(y, np.float32))
+    with pytest.raises(AsyncpipeError) as err:
+        page.scale_transpose_device(x, y, 2.0, 1.0)
+    assert str(err.value) == f"scale_transpose_device: {message}"
+
+
+@pytest.mark.gpu
+@pytest.mark.simulator_too
+def test_rows_not_16_byte_pitched_are_refused_by_the_tensor_map(page):
+    """The page's reason for to_device_pitched: 30 floats a row is 120 bytes."""
+    from numba import cuda
+
+    from asyncpipe.errors import AsyncpipeError
+
+    x = cuda.to_device(np.zeros((33, 30), np.float32))
+    with pytest.raises(AsyncpipeError, match=r"multiple of 16 bytes .*got strides\[0\] = 120 bytes"):
+        page.scale_transpose_device(x, cuda.to_device(np.zeros((30, 33), np.float32)), 2.0, 1.0)
+
+
+@pytest.mark.gpu
+@pytest.mark.simulator_too
+def test_to_device_pitched_pads_rows_to_16_bytes(page, rng):
+    a = rng.standard_normal((5, 7)).astype(np.float32)
+    padded, view = page.to_device_pitched(a, -1.0)
+    host = padded.copy_to_host()
+    assert host.shape == (5, 8) and np.all(host[:, 7] == -1.0)
+    assert view.shape == (5, 7) and np.array_equal(view.copy_to_host(), a)
+
+
+@pytest.mark.sass
+def test_scale_transpose_sass(page):
+    """Offline (no GPU): one TMA load and one store, the barrier's operations, the two acquire fences, no CALL,
+    nothing spilled."""
+    from numba.cuda import types
+
+    from asyncpipe.codegen import compile_kernel
+
+    cubin = compile_kernel(page.scale_transpose, (types.uint64[::1], types.uint64[::1], types.float32, types.float32))
+    assert cubin.count("UTMALDG.2D") == 1 and cubin.count("UTMASTG.2D") == 1
+    assert cubin.count("UTMACCTL.IV") == 2                       # fence.proxy.tensormap acquire, per map
+    assert cubin.count("SYNCS.ARRIVE.TRANS64") == 1 and cubin.count("SYNCS.PHASECHK") >= 1
+    assert cubin.count("FENCE.VIEW.ASYNC.S") == 1                # fence.proxy.async.shared::cta before the store
+    assert cubin.count("CALL") == 0 and not cubin.spills
