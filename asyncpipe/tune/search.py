@@ -2,8 +2,10 @@
 
     result = tune("sgemm", (4096, 4096, 4096), gpu=name, limits=lim, check=check_fn, time=time_fn)
 
-A candidate is a ``Config``: a stage count and the kernel's other compile-time options (for the
-SGEMM its thread tile and stage depth; by default every combination ``sgemm()`` takes).
+``kernel`` is ``"sgemm"`` or a ``Tunable`` (a user's ``KernelSpec`` wired to its compiled candidates by
+``asyncpipe.tune.user.tune_kernel``, which calls this loop). A candidate is a ``Config``: a stage count and
+the kernel's other compile-time options (for the SGEMM its thread tile and stage depth; by default every
+combination ``sgemm()`` takes).
 
 1. Every candidate is predicted by the model (``asyncpipe.model``) on the GPU's
    limits. A candidate that cannot launch (too much shared memory) is pruned, and so is one the
