@@ -164,3 +164,35 @@ def test_on_a_gpu_every_candidate_is_checked_timed_and_the_pick_cached(monkeypat
     assert res.fitted_calibration is not None and res.gpu == "synthetic"
     again = tune_kernel(toy(), P, cache_file=path, progress=False, margin=10.0)
     assert again.from_cache and again.best == Config.of(3)
+
+
+@pytest.mark.sass
+def test_a_factory_written_in_the_main_script_compiles_in_a_spawned_worker():
+    """As in a notebook: the factory lives in ``__main__`` (here a script read from stdin, whose ``__file__`` a
+    spawned child cannot run), so it travels by value; the worker compiles it offline and reads the cubin."""
+    import subprocess
+    import sys
+
+    script = '''
+import numpy as np
+from numba import cuda, types
+from asyncpipe.tune.compile import compile_candidates
+
+def factory(cfg):
+    N = cfg["n"]
+    @cuda.jit
+    def k(x):
+        s = cuda.shared.array(N, np.float32)
+        s[cuda.threadIdx.x] = x[cuda.threadIdx.x]
+        cuda.syncthreads()
+        x[cuda.threadIdx.x] = s[N - 1 - cuda.threadIdx.x]
+    return k
+
+out = compile_candidates(factory, {n: ({"n": n}, (types.float32[::1],)) for n in (256, 512)}, (9, 0, "a"),
+                         processes=1, progress=False)
+print({n: (c.error, c.shared) for n, c in out.items()})
+'''
+    run = subprocess.run([sys.executable, "-"], input=script, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    # static shared memory as the cubin reports it: the array plus the driver's 1 KB reserve
+    assert run.stdout.strip().splitlines()[-1] == "{256: (None, 2048), 512: (None, 3072)}"
