@@ -4,10 +4,13 @@ simulator run and on a GPU."""
 
 from __future__ import annotations
 
+import importlib.util
+import sys
+
 import numpy as np
 import pytest
 
-from tests.guide.test_guide import GUIDE, load_page
+from tests.guide.test_guide import GUIDE, load_page, python_blocks
 
 PAGE = GUIDE / "02_tma.md"
 
@@ -77,3 +80,49 @@ def test_scale_transpose_sass(page):
     assert cubin.count("SYNCS.ARRIVE.TRANS64") == 1 and cubin.count("SYNCS.PHASECHK") >= 1
     assert cubin.count("FENCE.VIEW.ASYNC.S") == 1                # fence.proxy.async.shared::cta before the store
     assert cubin.count("CALL") == 0 and not cubin.spills
+
+
+# ---- every "why" of the page, enforced: the kernel without it fails in the simulator, naming the rule -------------
+MISTAKES = {
+    "no fence.proxy.async before the store": ("    ptx.fence_proxy_async_shared_cta()\n", "", "ProxyFenceError"),
+    "no wait_group.read before exit": ("ptx.cp_async_bulk_wait_group_read(0)", "pass", "UnwaitedAsyncReadError"),
+    "no init fence": ("ptx.fence_mbarrier_init_release_cluster()", "pass", "MbarrierInitError"),
+    "no block barrier after the init": ("    cuda.syncthreads()                                # ... and to the other threads\n",
+                                        "", "MbarrierInitError"),
+    "no acquire of x's map": ("ptx.fence_proxy_tensormap_generic_acquire_sys(ptx.addr(x_map, 0))", "pass",
+                              "ProxyFenceError"),
+    "no acquire of y's map": ("ptx.fence_proxy_tensormap_generic_acquire_sys(ptx.addr(y_map, 0))", "pass",
+                              "ProxyFenceError"),
+    "expect_tx with half the bytes": ("ptx.addr(bar, 0), BOX_BYTES)", "ptx.addr(bar, 0), BOX_BYTES // 2)", "TxCountError"),
+    "x's tile not 128-byte aligned": ("float32, alignment=128)     # x's", "float32)     # x's", "SimUsageError"),
+    "waiting on parity 1": ("ptx.mbarrier_wait_parity(ptx.addr(bar, 0), 0)", "ptx.mbarrier_wait_parity(ptx.addr(bar, 0), 1)",
+                            "SharedMemoryRaceError"),
+    "no block barrier before the store": ("    ptx.fence_proxy_async_shared_cta()\n    cuda.syncthreads()\n",
+                                          "    ptx.fence_proxy_async_shared_cta()\n", "SharedMemoryRaceError"),
+}
+# Without the barrier, thread 0 may store before the others wrote: the simulator names the race when a write came
+# first, and does not when every write came after the store's read (then the check's comparison fails).
+ALSO_WRONG_DATA = {"no block barrier before the store"}
+
+
+@pytest.mark.simulator_too
+@pytest.mark.parametrize("mistake", MISTAKES)
+def test_each_fence_barrier_and_wait_is_needed(mistake, tmp_path):
+    from asyncpipe import sim
+    from tests.conftest import SIMULATING
+
+    if not SIMULATING:
+        pytest.skip("the simulator run (NUMBA_ENABLE_CUDASIM=1) finds the mistakes")
+    right, wrong, error = MISTAKES[mistake]
+    source = "\n\n".join(python_blocks(PAGE))
+    assert source.count(right) == 1, f"the page no longer has {right!r}"
+    broken = tmp_path / "guide_02_tma_broken.py"
+    broken.write_text(source.replace(right, wrong), encoding="utf-8")
+    name = f"guide_02_tma_broken_{abs(hash(str(tmp_path)))}"
+    spec = importlib.util.spec_from_file_location(name, broken)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module            # numba's cuda.jit looks a function's module up by name
+    spec.loader.exec_module(module)
+    expected = (getattr(sim, error), AssertionError) if mistake in ALSO_WRONG_DATA else getattr(sim, error)
+    with pytest.raises(expected):
+        module.check(2048)
