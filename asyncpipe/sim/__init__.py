@@ -1,15 +1,16 @@
 """asyncpipe's CPU simulator: runs unchanged asyncpipe kernels with asynchronous semantics and
 reports pipeline mistakes (see ``README.md``, "Simulator").
 
-It is selected by ``NUMBA_ENABLE_CUDASIM=1`` set before numba is imported (or ``ASYNCPIPE_SIM=1``
-before asyncpipe is imported): ``import asyncpipe.ptx`` then installs it into numba's simulator
-(``install``), every primitive runs its simulator body, and launches (``kernel[grid, block](...)``,
-``asyncpipe.host.launch``) run here.
+It is chosen by ``asyncpipe.backend`` (``NUMBA_ENABLE_CUDASIM=1``, or ``ASYNCPIPE_SIM=1`` before
+``numba.cuda`` is imported): ``import asyncpipe.ptx`` then loads its backend (``host.SimBackend``), which
+installs it into numba's simulator (``install``); every primitive runs its simulator body, and launches
+(``kernel[grid, block](...)``, ``asyncpipe.host.launch``) run here. It imports nothing of
+``asyncpipe.host``: what both share is in ``asyncpipe.spec``.
 
 Layout: ``engine`` (launch, clusters, CTAs), ``scheduler`` (threads and the seeded baton),
 ``shared_memory`` and ``arrays`` (shared memory, its shadow state, pointers), ``warps``,
 ``cuda_module`` (the in-kernel ``cuda``), ``prim/`` (the primitives' semantics and checks),
-``tensor_map`` (TMA boxes), ``numba_patch`` and ``host`` (the host side), ``config`` (seed, checks),
+``tensor_map`` (TMA boxes), ``numba_patch`` and ``host`` (the host side: the backend), ``config`` (seed, checks),
 ``errors`` (one class per mistake).
 """
 
