@@ -12,8 +12,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# After the order under test: asyncpipe, then numba.cuda; a kernel that only the simulator runs here (no GPU): a cp.async group committed and waited for, then
-# a plain update, checked against numpy.
+# Run after the order under test: asyncpipe, then numba.cuda, then a kernel that only the simulator runs
+# here (no GPU): a cp.async group committed and waited for, then a plain update, checked against numpy.
 KERNEL = """
 import numpy as np
 from asyncpipe import backend, ptx
