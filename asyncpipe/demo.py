@@ -7,13 +7,14 @@ asyncpipe's CPU simulator (``asyncpipe.demo_sim``), checked the same way.
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
+
+from . import backend
 
 
 @dataclass
@@ -25,7 +26,7 @@ class Outcome:
 
 def gpu_status() -> str | None:
     """None when a usable GPU is present, else the reason there is none."""
-    if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0"):
+    if backend.simulating():
         return "NUMBA_ENABLE_CUDASIM=1 selects numba's simulator"
     from numba import cuda
 

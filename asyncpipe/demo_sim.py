@@ -14,6 +14,8 @@ import time
 
 import numpy as np
 
+from . import backend
+
 
 def _sgemm():
     from numba import cuda
@@ -85,7 +87,7 @@ def run_in_process() -> int:
 
 def run_on_simulator() -> int:
     """The demo's CPU path: in this process if the simulator is selected, else in a fresh one."""
-    if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0"):
+    if backend.simulating():
         return run_in_process()
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
     return subprocess.run([sys.executable, "-m", "asyncpipe.demo_sim"], env=env).returncode
