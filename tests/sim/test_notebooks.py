@@ -95,6 +95,21 @@ def test_offline_sass_from_the_simulator_process():
     assert cubin.count("LDGSTS.E.BYPASS.128") == 1 and cubin.count("CALL") == 0 and not cubin.spills
 
 
+def coalesce_streams(nb):
+    """Merge each cell's consecutive stdout (stderr) outputs into one: how the kernel splits a cell's prints
+    into messages varies from run to run, and the committed diffs should not."""
+    for cell in code_cells(nb):
+        merged = []
+        for out in cell.outputs:
+            if merged and out.output_type == "stream" and merged[-1].output_type == "stream" \
+                    and merged[-1].name == out.name:
+                merged[-1].text += out.text
+            else:
+                merged.append(out)
+        cell.outputs = merged
+    return nb
+
+
 def write(names=()):
     """Execute the notebooks (all, or those whose stem is in ``names``) and write them back."""
     import nbformat
@@ -104,7 +119,7 @@ def write(names=()):
             continue
         start = time.perf_counter()
         nb = execute(path)
-        nbformat.write(nb, path)
+        nbformat.write(coalesce_streams(nb), path)
         print(f"{path.name}: executed in {time.perf_counter() - start:.1f} s, {path.stat().st_size // 1024} KiB")
 
 
