@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "bench":
         return bench_cli.run(args)
     if args.command == "timeline":
-        return timeline_cli.run(args)
+        return timeline_cli.run(args, kernel_timeline=tune_cli.kernel_timeline_of)
     if args.command == "tune":
         return tune_cli.run(args)
     if args.command == "primitives":

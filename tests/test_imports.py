@@ -14,11 +14,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "asyncpipe"
 # unit; add none without saying who removes it. The one first allowed here (kernels -> tune -> model,
 # kernels/sgemm.py asking the tuner) was removed by 926e230 (asyncpipe.kernels.options, registered by
 # asyncpipe.tune).
-ALLOWED_CIRCLES: list[str] = [
-    # 5962301 (timeline --kernel): model/cli.py imports tune.cli.kernel_timeline_of, and tune imports the
-    # model. To remove: the --kernel branch belongs to the command-line layer above both (or in tune/).
-    "model -> tune -> model",
-]
+ALLOWED_CIRCLES: list[str] = []
 
 
 def _module_name(path: Path, root: Path) -> tuple[str, str]:

@@ -50,7 +50,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-events", action="store_true", help="text: leave out the event list")
 
 
-def run(args) -> int:
+def run(args, kernel_timeline=None) -> int:
+    """``kernel_timeline(args) -> Timeline`` draws ``--kernel``'s spec (``asyncpipe.tune.cli.kernel_timeline_of``,
+    passed in by the command line above both packages: the model does not import the tuner)."""
     from ..errors import AsyncpipeError
     from .cp_async import cp_async_timeline
     from .mbarrier_ring import mbarrier_ring_timeline
@@ -59,9 +61,7 @@ def run(args) -> int:
                   ctas_per_sm=args.ctas)
     try:
         if args.kernel:                                  # the spec's pipeline, resources from its compiled kernel
-            from ..tune.cli import kernel_timeline_of
-
-            tl = kernel_timeline_of(args)
+            tl = kernel_timeline(args)
         elif None in (args.tiles, args.stages, args.load_latency, args.compute):
             from ..errors import check
 
