@@ -14,15 +14,18 @@ The program (S stages, T tiles, every thread of the block runs it)::
 
     @cuda.jit(device=True, inline="always")
     def load_tile(slot, tile, args):            # this thread's cp.async copies of `tile` into `slot`
-        smem, x = args
-        ptx.cp_async_cg_shared_global_16(ptx.addr(smem, (slot, 4 * t)), ptx.addr(x, tile * 4 * T + 4 * t))
+        smem, x = args                          # smem: cuda.shared.array((STAGES, 4 * THREADS), float32, alignment=16)
+        e = 4 * cuda.threadIdx.x                # 16 bytes a thread
+        ptx.cp_async_cg_shared_global_16(ptx.addr(smem, (slot, e)), ptx.addr(x, tile * 4 * THREADS + e))
 
     @cuda.jit(device=True, inline="always")
-    def sum_tile(slot, tile, acc, args):        # reads `slot`; returns the new acc
+    def sum_tile(slot, tile, acc, args):        # reads `slot` (any thread's part of it); returns the new acc
         smem, x = args
-        return acc + smem[slot, ...]
+        return acc + smem[slot, (cuda.threadIdx.x * 7) % (4 * THREADS)]
 
     acc = cp_async_ring(num_tiles, STAGES, load_tile, sum_tile, float32(0), (smem, x))
+
+(A complete kernel, a row-sum with edges, is ``docs/guide/01_cp_async.md``.)
 
 The commit is inside the ring, after the ``if``: the tail's empty groups are committed whatever the
 user writes, so ``wait_group(S-2)`` always covers tile kt (the chapter's pitfall, "空组也要提交", cannot
