@@ -21,11 +21,16 @@ loop (``cp_async_ring``, see ``cp_async_ring.py``). Kernel-side only: every func
     acc = cp_async_ring(num_tiles, STAGES, load_tile, compute_tile, acc, (smem, x))
 """
 
+from .cp_async_ring import MAX_STAGES as CP_ASYNC_RING_MAX_STAGES
+from .cp_async_ring import MIN_STAGES as CP_ASYNC_RING_MIN_STAGES
 from .cp_async_ring import (CpAsyncRingState, cp_async_ring, cp_async_ring_advance, cp_async_ring_issue,
                             cp_async_ring_prologue, cp_async_ring_wait)
 from .ring import consumer_release, consumer_wait, pipeline_init, producer_acquire, producer_commit
 from .state import PipelineState, advance, pipeline_state
 
-__all__ = ["CpAsyncRingState", "PipelineState", "advance", "consumer_release", "consumer_wait", "cp_async_ring",
-           "cp_async_ring_advance", "cp_async_ring_issue", "cp_async_ring_prologue", "cp_async_ring_wait",
-           "pipeline_init", "pipeline_state", "producer_acquire", "producer_commit"]
+# (the function cp_async_ring hides the module of the same name as an attribute of this package: import the
+# module's other names with ``from asyncpipe.pipeline.cp_async_ring import ...``)
+__all__ = ["CP_ASYNC_RING_MAX_STAGES", "CP_ASYNC_RING_MIN_STAGES", "CpAsyncRingState", "PipelineState", "advance",
+           "consumer_release", "consumer_wait", "cp_async_ring", "cp_async_ring_advance", "cp_async_ring_issue",
+           "cp_async_ring_prologue", "cp_async_ring_wait", "pipeline_init", "pipeline_state", "producer_acquire",
+           "producer_commit"]
