@@ -57,7 +57,7 @@ def make_rowsum(stages: int, style: str, threads: int = 256, tile_cols: int = 25
         return acc
 
     def rowsum(x, y):
-        tiles = cuda.shared.array((stages, tile_floats), float32)
+        tiles = cuda.shared.array((stages, tile_floats), float32, alignment=16)
         row0 = cuda.blockIdx.x * rows_per_cta
         num_tiles = (x.shape[1] + tile_cols - 1) // tile_cols
         args = (tiles, x, row0)
