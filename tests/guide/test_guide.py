@@ -120,3 +120,21 @@ def test_rowsum_refuses_bad_stage_counts(stages, tmp_path):
     with pytest.raises(AsyncpipeError) as err:
         _rowsum(tmp_path)(np.zeros((2, 4), np.float32), stages)
     assert str(err.value) == f"rowsum: stages must be 2..9 [asyncpipe.pipeline.cp_async_ring], got {stages}"
+
+
+@pytest.mark.sass
+def test_rowsum_sass(tmp_path):
+    """What the page says the compiler made of its loop (offline, sm_90a, 3 stages)."""
+    from collections import Counter
+
+    from numba import types
+
+    from tests.sass import assert_sass
+
+    page = load_page(GUIDE / "01_cp_async.md", tmp_path)
+    cubin = assert_sass(page.rowsum_kernel(3), (types.float32[:, ::1], types.float32[::1]))
+    loop = Counter(i.opcode for i in cubin.main_loop())
+    assert [i.operands.strip() for i in cubin.main_loop() if i.opcode == "DEPBAR.LE"] == ["SB0, 0x1"]
+    assert (loop["BAR.SYNC.DEFER_BLOCKING"], loop["LDGSTS.E.BYPASS.128"], loop["LDGDEPBAR"], loop["LDS"],
+            loop["FADD"]) == (1, 2, 1, 8, 8), loop
+    assert cubin.resources.shared == 3 * page.TILE * 4 + 1024       # + the 1 KiB sm_90 reserves per CTA
