@@ -14,7 +14,6 @@ linked to ``ptx_shims/<stem>.cu``, which LTO inlines into the kernel. Under numb
 from __future__ import annotations
 
 import inspect
-import os
 import re
 from dataclasses import dataclass, field
 from importlib import resources
