@@ -23,7 +23,9 @@ from .provenance import commit
 
 EXIT_NO_GPU = 1
 EXIT_USAGE = 2
-EXIT_STATUS = "exit status: 0 timed; 1 no usable GPU (one line on stderr, nothing timed); 2 bad arguments"
+EXIT_COMPILE_FAILED = 3
+EXIT_STATUS = ("exit status: 0 timed; 1 no usable GPU (one line on stderr, nothing timed); 2 bad arguments; "
+               "3 (--compile) a kernel did not compile")
 
 
 def _progress(msg: str) -> None:
@@ -330,13 +332,52 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quick", action="store_true", help="small sizes, fewer configurations")
     p.add_argument("--sgemm-stages", help="comma-separated cp.async stage counts to time (default 2,3,4,5)")
     p.add_argument("--only", help=f"comma-separated parts to run: {', '.join(PARTS)} (default: all)")
+    p.add_argument("--compile", action="store_true",
+                   help="no GPU: time each shipped kernel's cold offline compile for sm_90a, phase by phase, each in a "
+                        "fresh process with empty caches (asyncpipe.compile_time); --only then names kernels of "
+                        "--list, by name, pattern or prefix")
+    p.add_argument("--jobs", help="--compile: kernels compiled at the same time (default 1: clean timings)")
+    p.add_argument("--list", action="store_true", help="--compile: print the kernels' names and stop")
+
+
+def run_compile(args) -> int:
+    """``--compile``: the arguments checked (``EXIT_USAGE`` with the rule), then every chosen kernel compiled cold
+    (``asyncpipe.compile_time``): the table on stdout, ``--json``; ``EXIT_COMPILE_FAILED`` if one did not compile."""
+    from . import compile_time as ct
+    from .errors import AsyncpipeError, check
+
+    try:
+        given = [f for f, v in (("--quick", args.quick), ("--reference", args.reference),
+                                ("--sgemm-stages", args.sgemm_stages)) if v]
+        check(not given, API, "--compile times compiles, not kernels: --quick, --reference and --sgemm-stages do not "
+              "apply", " ".join(given))
+        jobs = 1 if args.jobs is None else args.jobs
+        check(str(jobs).isdigit() and int(jobs) >= 1, API, "--jobs must be an integer >= 1", repr(jobs))
+        only = [p.strip() for p in args.only.split(",")] if args.only else None
+        targets = ct.select(ct.shipped(sgemm_configs(SGEMM_STAGES)), only)
+    except AsyncpipeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.list:
+        print("\n".join(targets))
+        return 0
+    doc = ct.measure(targets, int(jobs))
+    print(ct.format_table(doc))
+    if args.json:
+        Path(args.json).write_text(json.dumps(doc, indent=1) + "\n")
+    return EXIT_COMPILE_FAILED if any("error" in r for r in doc["results"]) else 0
 
 
 def run(args) -> int:
     """Check the arguments, then that there is a GPU (one line and ``EXIT_NO_GPU`` when not), then time."""
-    from .errors import AsyncpipeError
+    from .errors import AsyncpipeError, check
 
+    if getattr(args, "compile", False):
+        return run_compile(args)
     try:
+        jobs, listing = getattr(args, "jobs", None), getattr(args, "list", False)
+        check(jobs is None and not listing, API, "--jobs and --list apply to --compile only",
+              f"--jobs {jobs}" if jobs is not None else "--list")
         only = tuple(p.strip() for p in args.only.split(",")) if args.only else None
         check_only(only)
         stages = parse_stages(args.sgemm_stages)
