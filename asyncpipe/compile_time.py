@@ -18,8 +18,10 @@ again; ``ASYNCPIPE_JIT_CACHE=0`` and ``NUMBA_CACHE_DIR`` there too). The child r
 ``link``     nvJitLink's link with LTO to the cubin; size: SASS instructions, registers, cubin bytes
 
 Before the kernel the child compiles a one-line kernel through the same steps (``init_s``: numba's, libNVVM's,
-NVRTC's and nvJitLink's first use in the process), so that the phases are the kernel's own; the imports
-(``import_s``) and the whole child (``process_s``, interpreter start to exit) are reported beside them.
+NVRTC's and nvJitLink's first use in the process), so that the phases are the kernel's own; the interpreter's
+start with ``import asyncpipe`` (``startup_s``), numba's and the kernels' imports (``import_s``) and the whole
+child (``process_s``, launch to exit) are reported beside them. The JSON names the commit and the files of the
+package that differ from it (``changed_files``): what was compiled is the working tree.
 
 This module's top imports only the standard library (the bench's parser is built without numba).
 """
@@ -267,7 +269,8 @@ def _build_warm():
 
 def child(spec: dict) -> dict:
     """In a fresh process: import, compile the warm-up kernel, then time the kernel ``spec`` names
-    (``{"builder": ..., "kwargs": {...}}``)."""
+    (``{"builder": ..., "kwargs": {...}, "launched": time.time() of the launch}``)."""
+    startup_s = time.time() - spec["launched"]          # the interpreter's start and ``import asyncpipe``
     t0 = time.perf_counter()
     import numba.cuda  # noqa: F401 - the imports are timed apart
 
@@ -279,7 +282,7 @@ def child(spec: dict) -> dict:
     builder = BUILDERS[spec["builder"]]
     res = time_phases(lambda: builder(**spec["kwargs"]))
     res.pop("cubin")
-    return dict(res, import_s=import_s, init_s=init_s)
+    return dict(res, startup_s=startup_s, import_s=import_s, init_s=init_s)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -294,7 +297,7 @@ def run_child(name: str, spec: tuple[str, dict], timeout: float = 1800) -> dict:
         t0 = time.perf_counter()
         try:
             out = subprocess.run([sys.executable, "-m", "asyncpipe.compile_time",
-                                  json.dumps(dict(builder=builder, kwargs=kwargs))],
+                                  json.dumps(dict(builder=builder, kwargs=kwargs, launched=time.time()))],
                                  capture_output=True, text=True, env=env, timeout=timeout)
         except subprocess.TimeoutExpired:
             return dict(kernel=name, error=f"no result within {timeout:.0f} s")
@@ -345,6 +348,18 @@ def machine() -> dict:
                 load_average=list(os.getloadavg()), versions=versions)
 
 
+def changed_files() -> list[str] | None:
+    """The files of the package and its shims that differ from the commit (``git status``): the compiles measure
+    the tree, which the commit alone does not name when this is not empty. None outside a git checkout."""
+    root = Path(__file__).resolve().parents[1]
+    try:
+        out = subprocess.run(["git", "status", "--porcelain", "--", "asyncpipe", "ptx_shims"], cwd=root,
+                             capture_output=True, text=True)
+    except OSError:
+        return None
+    return None if out.returncode else sorted(line[3:] for line in out.stdout.splitlines() if line.strip())
+
+
 def measure(targets: dict, jobs: int = 1, progress: bool = True) -> dict:
     """Compile every target in its own fresh process, ``jobs`` at a time; the document ``--json`` writes."""
     from tqdm import tqdm
@@ -352,7 +367,7 @@ def measure(targets: dict, jobs: int = 1, progress: bool = True) -> dict:
     from .provenance import commit
 
     doc = dict(date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), commit=commit(),
-               machine=machine(), jobs=jobs, cc="sm_90a", phases=list(PHASES), results=[])
+               changed_files=changed_files(), machine=machine(), jobs=jobs, cc="sm_90a", phases=list(PHASES), results=[])
     records = {}
     with ThreadPoolExecutor(jobs) as pool, tqdm(total=len(targets), desc="compile", unit="kernel",
                                                  file=sys.stderr, disable=not progress) as bar:
@@ -370,7 +385,9 @@ def format_table(doc: dict) -> str:
     m = doc["machine"]
     lines = [f"offline compile for {doc['cc']}, one fresh process and empty caches per kernel, {doc['jobs']} at a "
              f"time; {m['cpu']} ({m['cores']} cores, load {m['load_average'][0]:.2f}), python {m['python']}, "
-             f"numba-cuda {m['versions'].get('numba-cuda')}; {doc['date']} commit {doc['commit']}",
+             f"numba-cuda {m['versions'].get('numba-cuda')}; {doc['date']} commit {doc['commit']}"
+             + (f" with {len(doc['changed_files'])} files changed: {', '.join(doc['changed_files'])}"
+                if doc.get("changed_files") else ""),
              "seconds per phase (source: generation; untyped/typing/lowering: numba's passes; nvvm: LLVM IR -> "
              "LTO-IR; shims: NVRTC; link: nvJitLink); sizes: generated statements, LLVM IR lines, SASS instructions",
              f"{'kernel':36s}" + "".join(f"{p[:8]:>9s}" for p in PHASES) + f"{'total':>9s}{'process':>9s}"

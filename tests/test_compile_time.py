@@ -66,7 +66,9 @@ def test_the_command_on_one_kernel_in_a_fresh_process(tmp_path, monkeypatch, cap
     assert all(r["seconds"][p] > 0 for p in ct.PHASES)
     assert r["sizes"]["shim_files"] == 0 and r["seconds"]["shims"] < 0.01          # it links no shim
     assert r["sizes"]["generated"] and r["sizes"]["statements"] > 10 and r["sizes"]["sass_instructions"] > 10
-    assert r["process_s"] > r["import_s"] + r["init_s"] + r["total_s"]
+    assert r["startup_s"] > 0 and r["import_s"] > 0 and r["init_s"] > 0
+    assert r["process_s"] > r["startup_s"] + r["import_s"] + r["init_s"] + r["total_s"]
+    assert all(f.startswith(("asyncpipe/", "ptx_shims/")) for f in doc["changed_files"])
     table = capsys.readouterr().out.splitlines()
     assert "sm_90a" in table[0] and table[-1].split()[0] == "cluster_sum_finish"
 
