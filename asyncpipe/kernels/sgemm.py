@@ -45,7 +45,7 @@ from ..host.plans import PlanCache
 from ..jit_cache import jit
 from . import transpose
 from .unroll import kernel_part, registers, splice, unroll, unrolled
-from .vector import load_shared_x2, load_x4, store_x4
+from .vector import load_shared_x2, load_x4, opaque_f32, store_x4
 
 BM, BN, BK, TM, TN = 128, 128, 8, 8, 8
 THREADS = (BM * BN) // (TM * TN)          # 256
@@ -114,6 +114,11 @@ TILE = "8x8"
 SCHEDULES = ("plain", "dbuf", "kmajor")
 SCHEDULE = "plain"
 A_KMAJOR = False                          # the kernels' default: A is read row-major (kmajor: True)
+# LLVM_LOOPS: the register tile's loops (i, j; not the k-steps) left as range loops over cuda.local.array tiles,
+# unrolled by LLVM (``unroll(N, llvm=...)``): numba types one body instead of 64, the cold compile of the chapter's
+# 3-stage interior kernel 16.6 -> ~3.6 s offline, its SASS figures the same or better (bench/compile_experiments.md).
+# Only that configuration so far (``kernel_source``); the others keep the statements expanded.
+LLVM_LOOPS = False
 # Floats of padding after each row of the A tile in shared memory, per schedule: its rows sit BK + A_PAD floats
 # apart (``a_pitch``). Chosen by measurement: on the H200 at 4096^3 (8 x 16, bk 16, 3 stages; bench/h200.md, seventh
 # session), against 44.6 TFLOPS for LDS.128 of four k-steps unpadded, the dbuf loop's A read two k-steps at a time
@@ -203,12 +208,12 @@ def ring_copies():
 @kernel_part
 def store_c():
     """The epilogue: C = alpha * acc + beta * C over this thread's rows and columns, predicated at the edges."""
-    for i in unroll(TM):
+    for i in unroll(TM, llvm=LLVM_LOOPS):
         r = row0 + row_base + ((i // 4) * ROW_STEP + i % 4 if A_KMAJOR else i * RI)
-        for j in unroll(TN):
+        for j in unroll(TN, llvm=LLVM_LOOPS):
             c = col0 + thread_col * 4 + (j // 4) * COL_STEP + j % 4
             if not EDGES or (r < M and c < N):
-                if beta == 0:                         # BLAS: C is not read when beta is 0
+                if (opaque_f32(beta) if LLVM_LOOPS else beta) == 0:   # BLAS: C is not read when beta is 0
                     C[r * N + c] = alpha * acc[i, j]
                 else:
                     C[r * N + c] = alpha * acc[i, j] + beta * C[r * N + c]
@@ -228,7 +233,7 @@ def sgemm_cp_async(M, N, K, alpha, A, B, beta, C):
 
     splice(ring_copies)                               # issue(), issue_next(); tiles 0 .. AHEAD-1 in flight
 
-    acc = registers(TM, TN, dtype=float32)
+    acc = registers(TM, TN, dtype=float32, llvm=LLVM_LOOPS)
     # ---- main loop ------------------------------------------------------------------------------
     # Ring positions as element offsets into smem: tile kt sits at `read` (stage kt % STAGES); tile
     # kt + STAGES - 1 goes to the stage tile kt - 1 left, so `write` is the previous `read`. Counted
@@ -247,16 +252,16 @@ def sgemm_cp_async(M, N, K, alpha, A, B, beta, C):
         a_base = read + row_base * BK
         b_base = read + BM * BK + thread_col * 4      # columns thread_col * 4 + j % 4 (+ COL_STEP * (j // 4))
         for dot in unroll(BK):
-            reg_m = registers(TM)
-            reg_n = registers(TN)
-            for i in unroll(TM):
+            reg_m = registers(TM, llvm=LLVM_LOOPS, init=False, local_dtype=float32)   # written before read
+            reg_n = registers(TN, llvm=LLVM_LOOPS, init=False, local_dtype=float32)
+            for i in unroll(TM, llvm=LLVM_LOOPS):
                 reg_m[i] = smem[a_base + i * RI * BK + dot]   # LLVM merges these into LDS.128
-            for j in unroll(TN):
+            for j in unroll(TN, llvm=LLVM_LOOPS):
                 reg_n[j] = smem[b_base + dot * BN + (j // 4) * COL_STEP + j % 4]
             if dot == ISSUE_AFTER:
                 a_src, b_src = issue_next(kt, write, a_src, b_src)
-            for i in unroll(TM):
-                for j in unroll(TN):
+            for i in unroll(TM, llvm=LLVM_LOOPS):
+                for j in unroll(TN, llvm=LLVM_LOOPS):
                     acc[i, j] += reg_m[i] * reg_n[j]
         write = read
         read = read + TILE_FLOATS if read < (STAGES - 1) * TILE_FLOATS else 0
@@ -531,7 +536,9 @@ def kernel_source(variant: str = "cp_async", stages: int = 3, vec_a: int = 4, ve
                         LDA=a_pitch(bk, schedule), TILE_FLOATS=tile_floats(bk, schedule), RI=t.ri,
                         COL_STEP=BN // (t.tn // 4), DB_SLOT=slot, AHEAD=stages - 1 if slot < bk - 1 else stages,
                         static_ifs=True, **layout, **kmajor)
+    chapter = stages == 3 and not edges and bk == BK and tile == TILE and issue_after in (None, t.issue_after[bk])
     return unrolled(sgemm_cp_async, STAGES=stages, AHEAD=stages - 1, VEC_A=vec_a, VEC_B=vec_b, EDGES=edges,
+                    LLVM_LOOPS=chapter,
                     copy_a=_COPY[vec_a], copy_b=_COPY[vec_b], BK=bk, LDA=a_pitch(bk, schedule),
                     TILE_FLOATS=tile_floats(bk, schedule), RI=t.ri, COL_STEP=BN // (t.tn // 4),
                     ISSUE_AFTER=t.issue_after[bk] if issue_after is None else issue_after, static_ifs=True, **layout)

@@ -15,6 +15,10 @@ many k-steps a fragment load covers, not the vectorizer: fewer values in flight,
 is an ``ld.shared.v2.f32`` written as inline PTX with side effects, so LLVM keeps it in order with
 barriers and other side effects (ptxas schedules it as any shared load). ``smem`` must be a shared
 array and ``&smem[i]`` 8-byte aligned (``i`` even for 4-byte elements).
+
+``opaque_f32(x)`` is ``x`` through a ``mov.b32`` LLVM cannot see through: a loop that LLVM is to unroll
+tests ``opaque_f32(beta) == 0`` per element, as an unrolled epilogue does, instead of being unswitched
+into two copies of the loop (one per outcome), which gives ptxas a different register allocation.
 """
 
 from __future__ import annotations
@@ -97,6 +101,19 @@ def _load_shared_x2(typingctx, arr, idx):
     return sig, codegen
 
 
+@intrinsic
+def _opaque_f32(typingctx, x):
+    if x != types.float32:
+        return None
+
+    def codegen(context, builder, sig, args):
+        asm = ir.InlineAsm(ir.FunctionType(ir.FloatType(), [ir.FloatType()]), "mov.b32 $0, $1;", "=f,f",
+                           side_effect=True)
+        return builder.call(asm, [args[0]])
+
+    return types.float32(x), codegen
+
+
 def _check_aligned_sim(api, arr, idx, nbytes=16):
     """What the GPU would fault on, named: ``&a[i]`` not ``nbytes``-byte aligned."""
     from threading import current_thread
@@ -139,9 +156,12 @@ def _store_x4_sim(arr, idx, v0, v1, v2, v3):
     arr[idx], arr[idx + 1], arr[idx + 2], arr[idx + 3] = v0, v1, v2, v3
 
 
+opaque_f32 = (lambda x: x) if simulating() else _opaque_f32
 load_x4 = _load_x4_sim if simulating() else _load_x4
 store_x4 = _store_x4_sim if simulating() else _store_x4
 load_shared_x2 = _load_shared_x2_sim if simulating() else _load_shared_x2
+opaque_f32.__doc__ = ("``x`` (float32) through an inline-PTX ``mov.b32`` with side effects: LLVM can neither hoist it nor "
+                      "a test of it out of a loop, so it does not unswitch the loop on that test; ptxas sees a plain move.")
 load_x4.__doc__ = "``(a[i], a[i+1], a[i+2], a[i+3])`` in one 16-byte load; ``&a[i]`` must be 16-byte aligned."
 store_x4.__doc__ = "``a[i:i+4] = v0, v1, v2, v3`` in one 16-byte store; ``&a[i]`` must be 16-byte aligned."
 load_shared_x2.__doc__ = ("``(smem[i], smem[i+1])`` of a float32 shared array in one 8-byte load LLVM does not merge with "

@@ -4,7 +4,8 @@ an empty ``ASYNCPIPE_CACHE_DIR`` (nothing cached: the cold case).
 
     PYTHONPATH=. python3 scripts/compile_experiments/measure.py [--repeat 3] [--json out.json] [names ...]
 
-Names: ``shipped`` (``sgemm.kernel_source("cp_async", 3, 4, 4, False)``), ``loops_ij``; a
+Names: ``shipped`` (``sgemm.kernel_source("cp_async", 3, 4, 4, False)``: since the commit after 1a8e6b7 the
+``LLVM_LOOPS`` form; run this script from a checkout of 1a8e6b7 or earlier for the expanded one), ``loops_ij``; a
 suffix ``+unroll_store`` keeps the shipped (``unroll``) epilogue in a variant, ``+opaque_store`` /
 ``+hoisted_store`` pick the other epilogues of ``variants.py``.
 """

@@ -11,31 +11,14 @@ unroll it fully, 128 FFMA in the loop instead of 512; it is not kept here.)
 
 from __future__ import annotations
 
-from llvmlite import ir
 from numba import cuda, float32
-from numba.cuda import types
-from numba.cuda.extending import intrinsic
 
 from asyncpipe import ptx
 from asyncpipe.kernels.sgemm import (BK, BM, BN, TILE, TILES, _COPY, a_pitch, ring_copies, tile_floats)
 from asyncpipe.kernels.unroll import kernel_part, splice, unroll, unrolled
+from asyncpipe.kernels.vector import opaque_f32
 
 TM, TN, THREADS = 8, 8, 256
-
-
-@intrinsic
-def opaque_f32(typingctx, x):
-    """``x``, through an inline-PTX ``mov`` with side effects: LLVM cannot hoist a test of it out of a loop
-    (no unswitching), ptxas sees a plain move."""
-    if x != types.float32:
-        return None
-
-    def codegen(context, builder, sig, args):
-        asm = ir.InlineAsm(ir.FunctionType(ir.FloatType(), [ir.FloatType()]), "mov.b32 $0, $1;", "=f,f",
-                           side_effect=True)
-        return builder.call(asm, [args[0]])
-
-    return types.float32(x), codegen
 
 
 @cuda.jit(device=True, inline="always")

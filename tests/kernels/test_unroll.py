@@ -173,3 +173,36 @@ def test_a_part_that_splices_itself_is_an_error():
 
     with pytest.raises(UnrollError, match=r"splice\(endless\): parts nested more than 8 deep"):
         unrolled(bad)
+
+
+def tile_sum(a):
+    acc = registers(2, 3, dtype=float32, llvm=LLVM)
+    frag = registers(3, llvm=LLVM, init=False, local_dtype=float32)
+    for i in unroll(2, llvm=LLVM):
+        for j in unroll(3, llvm=LLVM):
+            frag[j] = a[j]
+            acc[i, j] += frag[j] * i
+    return acc[1, 2]
+
+
+def test_llvm_loops_stay_range_loops_over_local_arrays():
+    """``llvm=True``: the loops are left for LLVM, the register arrays become cuda.local.array (acc zeroed, the
+    fragment not: init=False); ``llvm=False``: expanded as without the keyword."""
+    src = unrolled(tile_sum, LLVM=True, float32=float).unrolled_source
+    assert "acc = __asyncpipe_cuda.local.array((2, 3), float32)" in src
+    assert "frag = __asyncpipe_cuda.local.array((3,), float32)" in src
+    assert src.count("for ") == 4                  # two zeroing loops of acc, the i and j loops
+    assert "for i in range(2):" in src and "for j in range(3):" in src and "acc__" not in src
+    assert "acc[__asyncpipe_uint64(i), __asyncpipe_uint64(j)] +=" in src
+    expanded = unrolled(tile_sum, LLVM=False, float32=float, c_indexing=False)
+    assert "for " not in expanded.unrolled_source and "local.array" not in expanded.unrolled_source
+    assert expanded([4.0, 5.0, 6.0]) == 6.0
+
+
+def test_llvm_registers_need_a_dtype():
+    def bad():
+        r = registers(2, llvm=True)
+        return r[0]
+
+    with pytest.raises(UnrollError, match="registers\\(..., llvm=True\\) needs a dtype or local_dtype: r"):
+        unrolled(bad)
