@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import types
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -246,13 +247,31 @@ def _pickler(file):
     class Pickler(cloudpickle.CloudPickler):
         def reducer_override(self, obj):
             if isinstance(obj, FakeCUDAKernel):
-                fn = obj.fn
-                if fn.__module__ != "__main__" and getattr(sys.modules.get(fn.__module__), fn.__name__, None) is obj:
-                    return _module_attribute, (fn.__module__, fn.__name__)
-                return _jit, (fn, obj._device, obj._fastmath)
+                where = _attribute_of(obj, obj.fn.__module__)
+                if where:
+                    return _module_attribute, where
+                return _jit, (obj.fn, obj._device, obj._fastmath)
+            if (isinstance(obj, types.FunctionType) and (obj.__module__ or "").startswith("asyncpipe.")
+                    and getattr(sys.modules.get(obj.__module__), obj.__qualname__, None) is not obj):
+                # a simulator stand-in of an asyncpipe intrinsic (kernels.vector.opaque_f32 is ``lambda x: x``
+                # there): the child takes the module's attribute, which is the intrinsic itself
+                where = _attribute_of(obj, obj.__module__)
+                if where:
+                    return _module_attribute, where
             return super().reducer_override(obj)
 
     return Pickler(file)
+
+
+def _attribute_of(obj, module: str) -> tuple[str, str] | None:
+    """``(module, name)`` of the attribute of ``module`` bound to ``obj`` (its own name first), or None."""
+    mod = sys.modules.get(module) if module != "__main__" else None
+    if mod is None:
+        return None
+    name = getattr(getattr(obj, "fn", obj), "__name__", None)
+    if name and getattr(mod, name, None) is obj:
+        return module, name
+    return next(((module, k) for k, v in vars(mod).items() if v is obj), None)
 
 
 def _module_attribute(module: str, name: str):

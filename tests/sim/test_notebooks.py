@@ -95,6 +95,29 @@ def test_offline_sass_from_the_simulator_process():
     assert cubin.count("LDGSTS.E.BYPASS.128") == 1 and cubin.count("CALL") == 0 and not cubin.spills
 
 
+def test_offline_sass_from_the_simulator_process_takes_asyncpipe_intrinsics():
+    """A kernel naming an asyncpipe intrinsic whose simulator stand-in is a plain function (``opaque_f32`` is
+    ``lambda x: x`` there, as the SGEMM's epilogue uses it) compiles in the child with the intrinsic itself:
+    its ``mov.b32`` stays in the SASS (a lambda sent by value was an untyped global in the child)."""
+    from numba import cuda
+    from numba.cuda import types
+
+    from asyncpipe.codegen import compile_kernel
+    from asyncpipe.kernels.vector import opaque_f32
+
+    def scale(x, beta):
+        i = cuda.threadIdx.x
+        if opaque_f32(beta[0]) == 0:
+            x[i] = 0
+        else:
+            x[i] *= beta[0]
+
+    assert opaque_f32.__name__ == "<lambda>"          # the stand-in this test is about
+    cubin = compile_kernel(cuda.jit(scale), (types.float32[::1], types.float32[::1]))
+    assert cubin.count("CALL") == 0 and not cubin.spills
+    assert cubin.count("FSETP") >= 1 and cubin.count("FMUL") == 1
+
+
 def coalesce_streams(nb):
     """Merge each cell's consecutive stdout (stderr) outputs into one: how the kernel splits a cell's prints
     into messages varies from run to run, and the committed diffs should not."""
