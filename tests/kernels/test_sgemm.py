@@ -164,6 +164,16 @@ def test_chapter_tile_is_the_default():
         S.kernel_source("cp_async", 3, tile="16x16")
 
 
+def test_chapter_interior_kernel_keeps_its_register_tile_in_llvm_loops():
+    """The chapter's 3-stage interior kernel (b44750e) hands its i/j loops to LLVM: its register tile is a
+    ``cuda.local.array`` and numba types ~140 lines, not ~1200 generated statements (the cold compile went from
+    ~16 s to ~3.6 s offline). The other configurations are still expanded statement by statement."""
+    chapter = S.kernel_source("cp_async", 3, 4, 4, False).unrolled_source
+    assert "cuda.local.array" in chapter and len(chapter.splitlines()) < 300
+    other = S.kernel_source("cp_async", 4, 4, 4, False).unrolled_source
+    assert "cuda.local.array" not in other and len(other.splitlines()) > 1000
+
+
 @pytest.mark.parametrize("bk,tile", [(8, "8x8"), (16, "8x8"), (8, "8x16"), (16, "8x16")])
 def test_sources_keep_only_the_branches_taken(bk, tile):
     """The kernels are unrolled with ``static_ifs``: one call site of ``issue_next`` (numba inlines
