@@ -17,6 +17,7 @@ Layout: ``engine`` (launch, clusters, CTAs), ``scheduler`` (threads and the seed
 from .config import CHECKS, SimConfig, settings
 from .errors import (
     DeadlockError,
+    DivergentBarrierError,
     DsmemLifetimeError,
     MbarrierInitError,
     MbarrierPhaseError,
@@ -43,7 +44,8 @@ def install() -> None:
 
 __all__ = [
     "CHECKS", "SimConfig", "settings", "install",
-    "SimError", "UnwaitedAsyncReadError", "WaitGroupError", "DeadlockError", "TxCountError", "ProxyFenceError",
+    "SimError", "UnwaitedAsyncReadError", "WaitGroupError", "DeadlockError", "DivergentBarrierError", "TxCountError",
+    "ProxyFenceError",
     "MbarrierInitError", "MbarrierPhaseError", "DsmemLifetimeError", "SharedMemoryRaceError", "SimUsageError",
     "SimTimeoutError", "WarpgroupError", "WgmmaFenceError", "WgmmaPendingError",
 ]

@@ -181,7 +181,22 @@ def addr(arr, idx) -> Ptr:
     for i, st in zip(index, a.strides):
         off += operator.index(i) * st
     lo, hi = _buffer_bounds(a)
-    return Ptr(GLOBAL, None, off, a.dtype, lo, hi)
+    return Ptr(GLOBAL, None, off, a.dtype, lo, hi, obj=a)
+
+
+def describe_operand(p) -> str:
+    """What a kernel passed where a pointer of another kind was expected, for a ``got``: the space, and
+    for a global pointer the array's dtype and shape (a data array where a tensor map belongs)."""
+    if not isinstance(p, Ptr):
+        return f"a {type(p).__name__} ({p!r}), not addr() of an array"
+    if p.space == GLOBAL:
+        a = p.obj
+        what = f"a {a.dtype} array of shape {tuple(a.shape)}" if isinstance(a, np.ndarray) else "a global buffer"
+        return (f"addr() of {what} in global memory: a data array, not a TensorMap "
+                "(make one on the host with asyncpipe.host.TensorMap.tiled(array, box) and pass it instead)")
+    if p.space == SHARED:
+        return f"addr() of a shared-memory array element (offset {p.off:#x} of block {tuple(p.mem.cta.blockIdx)})"
+    return f"addr() of a {p.space} array"
 
 
 def read_global(th, api: str, p: Ptr, nbytes: int) -> bytes:
@@ -245,10 +260,14 @@ class SharedAllocator:
             if off is None:
                 align = alignment or (DEFAULT_SHARED_ALIGN if nbytes >= DEFAULT_SHARED_ALIGN else dt.itemsize)
                 off = -(-self.end // align) * align
-                if off + nbytes > cta.smem.size:
+                limit = self.launch.smem_limit
+                if off + nbytes > limit:
+                    how = "" if limit == cta.smem.size else (" (numba's kernel[grid, block, stream, shared] launch "
+                                                            "does not opt in to more: use asyncpipe.host.launch)")
                     raise SimUsageError("cuda.shared.array",
-                                        f"static + dynamic shared memory must fit in {cta.smem.size} bytes per block",
-                                        f"{off + nbytes} bytes", "CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN",
+                                        f"static + dynamic shared memory must fit in {limit} bytes per block{how}",
+                                        f"{off + nbytes} bytes", "CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN"
+                                        if limit == cta.smem.size else "cuLaunchKernel, CUDA_ERROR_INVALID_VALUE",
                                         where=here(th, (f.f_code, f.f_lineno)), seed=th.sim.seed)
                 self.offsets[key] = off
                 self.end = off + nbytes

@@ -22,12 +22,14 @@ import time
 import numpy as np
 from numba.cuda.simulator.kernelapi import Dim3
 
+from ..constants import STATIC_SMEM_DEFAULT_MAX
+from ..errors import AsyncpipeError
 from .arrays import LocalAllocator, SharedAllocator
 from .errors import DeadlockError, SimTimeoutError, SimUsageError
 from . import scheduler
 from .scheduler import BLOCKED, EXITED, POLLING, Abort, Scheduler
 from .shared_memory import SharedMemory
-from .where import describe_site, describe_thread
+from .where import describe_site, describe_thread, here, run_kernel, site_from_traceback
 
 SMEM_CAPACITY = 232448            # the opt-in shared memory per block of an H100/H200 (227 KB)
 VC_ENTRIES_MAX = 1 << 26          # vector clocks beyond this (huge clusters) turn the clock checks off
@@ -45,7 +47,7 @@ class Timeout(BaseException):
 class Launch:
     """One launch's shape and what its clusters share (the shared-memory layout)."""
 
-    def __init__(self, fn, args, grid, block, cluster, dynamic_bytes: int, cfg):
+    def __init__(self, fn, args, grid, block, cluster, dynamic_bytes: int, cfg, opt_in: bool = True):
         self.fn, self.args, self.cfg = fn, args, cfg
         self.grid, self.block = tuple(grid), tuple(block)
         self.cluster = tuple(cluster) if cluster else (1, 1, 1)
@@ -56,6 +58,8 @@ class Launch:
         if self.dynamic_bytes > SMEM_CAPACITY:
             raise SimUsageError("launch", f"dynamic shared memory must be at most {SMEM_CAPACITY} bytes",
                                 self.dynamic_bytes, "CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN")
+        # static + dynamic shared memory a CTA may use: the opt-in limit, or 48 KB for numba's own launch
+        self.smem_limit = SMEM_CAPACITY if opt_in else STATIC_SMEM_DEFAULT_MAX
         self.shared = SharedAllocator(self)
         self.local = LocalAllocator()
 
@@ -82,6 +86,9 @@ class CTA:
         self.bar_values: list = []
         self.bar_queue: list = []
         self.bar_result: dict = {}
+        self.bar_site = None                     # where the current generation's first arrival called it
+        self.bar_sites: list = []                # where each arrival called it
+        self.bar_mixed = False                   # arrivals at different __syncthreads (prim.block_barrier)
         self.warpgroups: dict = {}               # warpgroup index -> prim.wgmma.Warpgroup
 
 
@@ -135,7 +142,7 @@ class ClusterRun:
             cta.warps = [Warp(cta, w) for w in range(-(-per_cta // 32))]
             for linear, (x, y, z) in enumerate(_blocks(self.launch.block)):
                 t = workers[vci]
-                t.assign(self, cta, (x, y, z), linear, vci, lambda: fn(*args))
+                t.assign(self, cta, (x, y, z), linear, vci, lambda: run_kernel(fn, args))
                 cta.threads.append(t)
                 cta.warps[t.warp_id].lanes[t.lane] = t
                 vci += 1
@@ -184,9 +191,8 @@ class ClusterRun:
             exc = SimTimeoutError("simulator", f"a launch must finish within {self.cfg.timeout:g} s "
                                   "(ASYNCPIPE_SIM_TIMEOUT)", "a thread that never reached a switch point",
                                   where=f"thread {tuple(th.threadIdx)} of block {tuple(th.blockIdx)}", seed=self.seed)
-        elif not isinstance(exc, SimError) and hasattr(exc, "add_note"):
-            exc.add_note(f"raised in thread {tuple(th.threadIdx)} of block {tuple(th.blockIdx)} "
-                         f"(asyncpipe simulator, ASYNCPIPE_SIM_SEED={self.seed})")
+        elif not isinstance(exc, SimError):
+            _locate(exc, th, self.seed)
         self.sched.fail(exc)
 
     def thread_exit(self, th):
@@ -198,10 +204,6 @@ class ClusterRun:
         cta = th.cta
         cta.live -= 1
         self.sched.progress += 1
-        if cta.bar_arrived and len(cta.bar_arrived) == cta.live:
-            from .prim import block_barrier
-
-            block_barrier.complete(cta)
         exit_hooks.after_exit(th)
         if cta.live == 0:
             exit_hooks.cta_exits(cta)
@@ -229,7 +231,7 @@ class ClusterRun:
             "completed in returned 1, or a barrier after a thread whose wait did) before threads use it",
             f"word {w * 4:#x} of block {tuple(mem.cta.blockIdx)}'s shared memory, written by a copy that completed "
             f"phase {mem.w_clk[w] - 1} of the {name}; {hint}", "PTX ISA, mbarrier; TMA",
-            where=f"at {describe_site(s)}\n{describe_thread(th)}", seed=self.seed)
+            where=here(th, s), seed=self.seed)
 
     # ---- asynchronous copies -------------------------------------------------------------------
     def add_inflight(self, op):
@@ -257,7 +259,11 @@ class ClusterRun:
 
     # ---- deadlock ------------------------------------------------------------------------------
     def deadlock_error(self):
-        from .prim import mbarrier_state
+        from .prim import block_barrier, mbarrier_state
+
+        for cta in self.ctas:
+            if block_barrier.divergent(cta):
+                return block_barrier.divergence_error(cta)
 
         tx = mbarrier_state.tx_deadlock(self)
         if tx is not None:
@@ -267,12 +273,27 @@ class ClusterRun:
             if t.state in (BLOCKED, POLLING):
                 what = t.wait_what() if callable(t.wait_what) else str(t.wait_what)
                 groups.setdefault((what, t.wait_site), []).append(t)
-        lines = []
+        lines, waiting = [], 0
         for (what, s), ts in groups.items():
             lines.append(f"{describe_threads(ts)} wait at {describe_site(s)}\n    for {what}")
+            waiting += len(ts)
+        got = (f"{waiting} thread{'s' if waiting != 1 else ''} waiting at {len(groups)} "
+               f"place{'s' if len(groups) != 1 else ''}, none of which can ever proceed:")
         return DeadlockError("simulator", "every live thread waits for something no thread or copy will provide "
-                             "(a hang on the GPU)", "\n  " + "\n  ".join(lines), "deadlock detection",
+                             "(a hang on the GPU)", got, "deadlock detection", where="\n".join(lines),
                              seed=self.seed)
+
+
+def _locate(exc, th, seed) -> None:
+    """A Python error raised inside a kernel (a bad index, a float where an int belongs): its message
+    gains the kernel line (and the helper's), the thread and the seed; its type stays."""
+    where = (f"\n  at {describe_site(site_from_traceback(exc.__traceback__))}\n  {describe_thread(th)}"
+             f"\n  (asyncpipe simulator, replay: ASYNCPIPE_SIM_SEED={seed})")
+    plain = not isinstance(exc, (KeyError, AsyncpipeError))      # asyncpipe's own messages stay as they are
+    if plain and len(exc.args) <= 1 and (not exc.args or isinstance(exc.args[0], str)):
+        exc.args = ((exc.args[0] if exc.args else type(exc).__name__) + where,)
+    elif hasattr(exc, "add_note"):
+        exc.add_note(where.strip())
 
 
 def describe_threads(ts) -> str:

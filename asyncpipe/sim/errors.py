@@ -89,3 +89,9 @@ class SimUsageError(SimError):
 
 class SimTimeoutError(SimError):
     """A thread ran past the simulator's time limit without reaching a synchronisation point."""
+
+
+class DivergentBarrierError(SimError):
+    """A ``__syncthreads`` (``bar.sync 0``, ``.aligned``) that not every thread of the block reaches: some
+    threads wait at it while others exit or wait at a different ``__syncthreads`` (undefined behaviour
+    on the GPU: a hang, or a barrier that releases too early)."""

@@ -35,9 +35,10 @@ def _prepare(arg, retr, extensions):
     return arg
 
 
-def run_kernel(kernel, args, grid, block, cluster=None, shared_mem: int = 0):
+def run_kernel(kernel, args, grid, block, cluster=None, shared_mem: int = 0, opt_in: bool = True):
     """Run ``kernel`` (a numba simulator kernel, or a plain function) on ``grid`` x ``block`` (3-tuples),
-    optionally as clusters of ``cluster`` CTAs, with ``shared_mem`` bytes of dynamic shared memory."""
+    optionally as clusters of ``cluster`` CTAs, with ``shared_mem`` bytes of dynamic shared memory;
+    ``opt_in``: the launch set the attribute that allows more than 48 KB (``asyncpipe.host.launch``)."""
     from numba.cuda.simulator import kernel as simkernel
     from numba.cuda.simulator.kernelapi import swapped_cuda_module
 
@@ -46,7 +47,7 @@ def run_kernel(kernel, args, grid, block, cluster=None, shared_mem: int = 0):
     fn = getattr(kernel, "fn", kernel)
     retr: list = []
     prepared = [_prepare(a, retr, getattr(kernel, "extensions", ())) for a in args]
-    launch = Launch(fn, prepared, grid, block, cluster, shared_mem, sim_config.current())
+    launch = Launch(fn, prepared, grid, block, cluster, shared_mem, sim_config.current(), opt_in=opt_in)
     module = SimCudaModule(launch)
     with simkernel._push_kernel_context(module), swapped_cuda_module(fn, module):
         run_launch(launch)

@@ -84,8 +84,8 @@ def install() -> None:
         from .host import check_plain_launch
         from .launcher import run_kernel
 
-        grid, block = check_plain_launch(self.grid_dim, self.block_dim, self.dynshared_size)
-        return run_kernel(self, args, grid, block, None, self.dynshared_size)
+        grid, block = check_plain_launch(self.grid_dim, self.block_dim, self.dynshared_size, self)
+        return run_kernel(self, args, grid, block, None, self.dynshared_size, opt_in=False)
 
     simkernel.FakeCUDAKernel.__call__ = __call__
     devicearray.FakeCUDAArray.__cuda_array_interface__ = property(_cai)

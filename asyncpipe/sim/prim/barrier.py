@@ -1,10 +1,12 @@
 """Named barriers (``bar.sync a, b`` / ``bar.arrive a, b``) in the simulator.
 
-Each CTA keeps one ``NamedBarrier`` per id. A phase completes when ``b`` threads have arrived; its
-arrivals' vector clocks are joined and the threads that ``bar.sync``-ed learn the join (``bar.arrive``
-releases, it does not acquire). Checked: the id (1..15: 0 is ``__syncthreads``'), the count (a
-positive multiple of 32, at most the block size) and that every arrival of a phase names the same
-count. A phase that never fills is a deadlock (reported with the arrivals so far).
+Each CTA keeps one ``NamedBarrier`` per id. A phase completes when ``b`` threads have arrived; the
+threads that ``bar.sync``-ed learn the join of every arrival's vector clock *as it was at the
+arrival* (``bar.arrive`` releases what its thread did before it, not after, and acquires nothing):
+each arrival is folded into the phase's clock at once and its thread's clock ticks, so a write
+after a ``bar.arrive`` is unordered with the consumer's reads whatever the interleaving. Checked:
+the id (1..15: 0 is ``__syncthreads``'), the count (a positive multiple of 32, at most the block
+size) and that every arrival of a phase names the same count. A phase that never fills is a deadlock (reported with the arrivals so far).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import numpy as np
 
 from ..errors import SimUsageError
 from ..where import here, site
-from .common import enter
+from .common import enter, release_into, zeros
 
 BARRIERS = 16            # named barriers per CTA (ids 0..15)
 FIRST_ID = 1             # id 0 is __syncthreads' (cuda.syncthreads)
@@ -29,6 +31,7 @@ class NamedBarrier:
         self.gen = 0
         self.count = None
         self.arrived: list = []        # (thread, waits)
+        self.acc = None                # the join of this phase's arrivals' clocks, taken at each arrival
         self.queue: list = []
 
 
@@ -56,16 +59,18 @@ def _barrier(th, a, b, api):
 def _arrive(th, bar, b, waits):
     bar.count = b
     bar.arrived.append((th, waits))
-    th.sim.sched.progress += 1
+    sim = th.sim
+    sim.sched.progress += 1
+    if sim.clocks_on:
+        if bar.acc is None:
+            bar.acc = zeros(th)
+        release_into(bar.acc, th)          # what th did up to here; th's later work is a new clock
     if len(bar.arrived) < b:
         return False
-    sim = th.sim
     if sim.clocks_on:
-        rows = np.fromiter((t.vci for t, _ in bar.arrived), np.int64, len(bar.arrived))
-        joined = sim.vc[rows].max(axis=0)
         takers = np.fromiter((t.vci for t, w in bar.arrived if w), np.int64)
-        sim.vc[takers] = np.maximum(sim.vc[takers], joined)
-        sim.vc[rows, rows] += 1
+        sim.vc[takers] = np.maximum(sim.vc[takers], bar.acc)
+        bar.acc = None
     bar.gen += 1
     bar.count = None
     bar.arrived = []

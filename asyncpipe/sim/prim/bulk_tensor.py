@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...constants import BULK_SMEM_ALIGN_TENSOR, TMA_COORD_ALIGN
-from ..arrays import TMAP, Ptr, shared_operand
+from ..arrays import TMAP, Ptr, describe_operand, shared_operand
 from ..errors import ProxyFenceError, SimUsageError
 from ..tensor_map import load_box, smem_offsets, store_box
 from ..where import here
@@ -19,7 +19,7 @@ _SRC = "PTX ISA, cp.async.bulk.tensor"
 
 def tensor_map(th, p, api):
     if not isinstance(p, Ptr) or p.space != TMAP:
-        got = p.space if isinstance(p, Ptr) else type(p).__name__
+        got = describe_operand(p)
         raise SimUsageError(api, "tmap must be addr(tmap, 0) of an asyncpipe TensorMap kernel argument", got, _SRC,
                             where=here(th), seed=th.sim.seed)
     tmap = p.obj
@@ -111,4 +111,4 @@ def prefetch(tmap_ptr, api="prefetch_tensormap"):
     th = enter(api)
     if not isinstance(tmap_ptr, Ptr) or tmap_ptr.space != TMAP:
         raise SimUsageError(api, "tmap must be addr(tmap, 0) of an asyncpipe TensorMap kernel argument",
-                            type(tmap_ptr).__name__, _SRC, where=here(th), seed=th.sim.seed)
+                            describe_operand(tmap_ptr), _SRC, where=here(th), seed=th.sim.seed)
