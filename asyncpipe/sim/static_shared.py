@@ -58,9 +58,16 @@ def _collect(fn, sites, seen, depth):
                 sites[(code, st.loc.line, st.target.name)] = _array_bytes(fir, call)
                 continue
             target = _value(fir, call.func, 0)
-            inner = getattr(target, "fn", None)
-            if inner is not None and getattr(target, "_device", False):
-                _collect(inner, sites, seen, depth + 1)
+            if _is_device_function(target):
+                _collect(getattr(target, "fn", None) or target.py_func, sites, seen, depth + 1)
+
+
+def _is_device_function(obj) -> bool:
+    """A ``cuda.jit(device=True)`` function: the simulator's ``FakeCUDAKernel`` or numba's dispatcher."""
+    if getattr(obj, "_device", False) and getattr(obj, "fn", None) is not None:
+        return True
+    options = getattr(obj, "targetoptions", None)
+    return isinstance(options, dict) and bool(options.get("device")) and hasattr(obj, "py_func")
 
 
 def _definition(fir, var):
