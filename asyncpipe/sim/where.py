@@ -21,7 +21,7 @@ _SKIP = (os.path.join("asyncpipe", "sim") + os.sep, os.path.join("asyncpipe", "p
 _NUMBA_SIM = os.path.join("numba", "cuda", "simulator")
 _CHAIN_MAX = 8             # caller frames named at most (a recursive device function)
 _STATEMENT_MAX = 200       # characters of a statement printed
-_skipped_code: dict = {}   # code object -> bool
+_skipped_file: dict = {}   # file name -> bool
 
 
 def run_kernel(fn, args):
@@ -37,9 +37,10 @@ def _skipped(filename: str) -> bool:
 
 
 def _skip(code) -> bool:
-    r = _skipped_code.get(code)
+    name = code.co_filename            # a str caches its hash (a code object's hash reads all its bytecode)
+    r = _skipped_file.get(name)
     if r is None:
-        r = _skipped_code[code] = _skipped(code.co_filename)
+        r = _skipped_file[name] = _skipped(name)
     return r
 
 
