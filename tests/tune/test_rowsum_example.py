@@ -49,7 +49,7 @@ def test_every_stage_count_sums_right(row_sum, rng, stages):
 @pytest.mark.simulator_too
 @pytest.mark.parametrize("threads,chunks", [(256, 1), (128, 4), (256, 4)])
 def test_the_other_options_sum_right(row_sum, rng, threads, chunks):
-    for stages in (2, 4):
+    for stages in (2,) if (threads, chunks) == (256, 4) else (2, 4):   # 4 x 16 KB stages: over 48 KB static
         run(row_sum, rng, 13, 300, {"stages": stages, "threads": threads, "chunks": chunks})
 
 
