@@ -140,12 +140,27 @@ def use(th, p, api: str, *, remote: bool = False) -> Mbarrier:
     return bar
 
 
+def _check_object(th, p, api) -> None:
+    """The PTX ISA's mbarrier object: 8 bytes, 8-byte aligned, so its array's elements are 8 bytes."""
+    isz = np.dtype(p.dtype).itemsize if p.dtype is not None else 8
+    if isz != 8:
+        raise MbarrierInitError(api, "an mbarrier object is 8 bytes and 8-byte aligned: keep it in an array "
+                                "of 8-byte elements (np.uint64)", f"an element of a {np.dtype(p.dtype).name} "
+                                f"shared array ({isz} bytes) at shared offset {p.off:#x}",
+                                "PTX ISA, mbarrier object", where=here(th), seed=th.sim.seed)
+    if p.off % 8:
+        raise MbarrierInitError(api, "an mbarrier object is 8 bytes and 8-byte aligned",
+                                f"shared offset {p.off:#x}", "PTX ISA, mbarrier object", where=here(th),
+                                seed=th.sim.seed)
+
+
 def init_at(th, p, count, api, quiet=False) -> Mbarrier:
     sim = th.sim
     count = int(count)
     if not 1 <= count <= COUNT_MAX:
         raise SimUsageError(api, f"the arrival count must be 1..{COUNT_MAX}", count, _SRC, where=here(th),
                             seed=sim.seed)
+    _check_object(th, p, api)
     key = (p.mem.cta.rank, p.off)
     bar = sim.mbarriers.get(key)
     if bar is not None and bar.valid and sim.check_mbarrier:

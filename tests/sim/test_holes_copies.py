@@ -1,0 +1,67 @@
+"""Issue 18, section 2, group A: the simulator's holes around copies, mbarriers and exit. Each mistake
+is a broken kernel that must raise under every seed tried, with its corrected twin that must give
+numpy's answer; each message is checked for the rule, the statement, the thread, the kernel line and
+the seed."""
+
+import numpy as np
+import pytest
+from numba import cuda
+
+from asyncpipe import ptx, sim
+
+pytestmark = pytest.mark.sim
+
+SEEDS = range(8)
+W = 32                        # a warp
+
+
+# ---------------------------------------------------------------------------------------------
+# 2. An mbarrier in an array of 4-byte elements, or misaligned: refused at mbarrier_init
+# ---------------------------------------------------------------------------------------------
+def make_mbarrier_counter(dtype, index):
+    @cuda.jit
+    def kernel(src, out):
+        bars = cuda.shared.array(4, dtype)
+        t = cuda.threadIdx.x
+        bar = ptx.addr(bars, index)
+        if t == 0:
+            ptx.mbarrier_init(bar, W)
+        cuda.syncthreads()
+        ptx.mbarrier_arrive(bar)
+        ptx.mbarrier_wait_parity(bar, 0)
+        out[t] = src[t] + 1
+    return kernel
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_mbarrier_in_int32_array_is_refused_at_init(seed):
+    src = np.arange(W, dtype=np.float32)
+    with sim.settings(seed=seed), pytest.raises(sim.MbarrierInitError) as err:
+        make_mbarrier_counter(np.int32, 0)[1, W](src, np.zeros(W, np.float32))
+    msg = str(err.value)
+    assert msg.startswith("mbarrier_init: an mbarrier object is 8 bytes and 8-byte aligned: keep it in an "
+                          "array of 8-byte elements (np.uint64) [PTX ISA, mbarrier object], got an element "
+                          "of a int32 shared array (4 bytes) at shared offset 0x"), msg
+    assert "ptx.mbarrier_init(bar, W)" in msg and "test_holes_copies.py:" in msg, msg
+    assert "thread (0, 0, 0) of block (0, 0, 0) (warp 0, lane 0)" in msg, msg
+    assert f"ASYNCPIPE_SIM_SEED={seed}" in msg
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_misaligned_mbarrier_is_refused_at_init_not_at_its_wait(seed):
+    src = np.arange(W, dtype=np.float32)                 # element 1 of a uint32 array: shared offset 4
+    with sim.settings(seed=seed), pytest.raises(sim.MbarrierInitError) as err:
+        make_mbarrier_counter(np.uint32, 1)[1, W](src, np.zeros(W, np.float32))
+    msg = str(err.value)
+    assert "mbarrier_init: an mbarrier object is 8 bytes and 8-byte aligned" in msg, msg
+    assert msg.split("\n")[0].endswith("(4 bytes) at shared offset 0x4"), msg
+    assert "ptx.mbarrier_init(bar, W)" in msg and f"ASYNCPIPE_SIM_SEED={seed}" in msg, msg
+
+
+@pytest.mark.parametrize("seed", SEEDS[:3])
+def test_mbarrier_in_uint64_array_passes(seed, rng):
+    src = rng.standard_normal(W).astype(np.float32)
+    out = np.full(W, np.nan, np.float32)
+    with sim.settings(seed=seed):
+        make_mbarrier_counter(np.uint64, 1)[1, W](src, out)
+    np.testing.assert_allclose(out, src.astype(np.float64) + 1, rtol=1e-6)
