@@ -65,3 +65,62 @@ def test_mbarrier_in_uint64_array_passes(seed, rng):
     with sim.settings(seed=seed):
         make_mbarrier_counter(np.uint64, 1)[1, W](src, out)
     np.testing.assert_allclose(out, src.astype(np.float64) + 1, rtol=1e-6)
+
+
+# ---------------------------------------------------------------------------------------------
+# The WaitGroupError's range of groups waited for ("groups 0..-1" when it waited for none)
+# ---------------------------------------------------------------------------------------------
+def make_wait_one(n):
+    @cuda.jit
+    def kernel(src, dst):
+        tile = cuda.shared.array(4 * W, np.float32)
+        t = cuda.threadIdx.x
+        ptx.cp_async_cg_shared_global_16(ptx.addr(tile, 4 * t), ptx.addr(src, 4 * t))
+        ptx.cp_async_commit_group()
+        ptx.cp_async_wait_group(n)
+        cuda.syncthreads()
+        dst[t] = tile[(4 * t + 4) % (4 * W)]
+    return kernel
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_wait_group_that_covered_no_group_says_so(seed):
+    src = np.arange(4 * W, dtype=np.float32)
+    with sim.settings(seed=seed), pytest.raises(sim.WaitGroupError) as err:
+        make_wait_one(1)[1, W](src, np.zeros(W, np.float32))
+    msg = str(err.value)
+    assert "in cp.async group 0; the last cp_async_wait_group(1) at test_holes_copies.py:" in msg, msg
+    assert "waited for no group of the 1 committed then, leaving the newest 1 in flight" in msg, msg
+    assert "0..-1" not in msg and "dst[t] = tile[(4 * t + 4) % (4 * W)]" in msg, msg
+    assert f"ASYNCPIPE_SIM_SEED={seed}" in msg
+
+
+def test_wait_group_zero_twin_passes(rng):
+    src = rng.standard_normal(4 * W).astype(np.float32)
+    dst = np.full(W, np.nan, np.float32)
+    make_wait_one(0)[1, W](src, dst)
+    np.testing.assert_array_equal(dst, src[(4 * np.arange(W) + 4) % (4 * W)])
+
+
+def make_two_groups():
+    @cuda.jit
+    def kernel(src, dst):
+        tile = cuda.shared.array((2, 4 * W), np.float32)
+        t = cuda.threadIdx.x
+        for g in range(2):
+            ptx.cp_async_cg_shared_global_16(ptx.addr(tile, (g, 4 * t)), ptx.addr(src, g * 4 * W + 4 * t))
+            ptx.cp_async_commit_group()
+        ptx.cp_async_wait_group(1)
+        cuda.syncthreads()
+        dst[t] = tile[1, (4 * t + 4) % (4 * W)]                 # group 1: still in flight
+    return kernel
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_wait_group_that_covered_one_group_names_it(seed):
+    src = np.arange(8 * W, dtype=np.float32)
+    with sim.settings(seed=seed), pytest.raises(sim.WaitGroupError) as err:
+        make_two_groups()[1, W](src, np.zeros(W, np.float32))
+    msg = str(err.value)
+    assert "in cp.async group 1; the last cp_async_wait_group(1)" in msg, msg
+    assert "waited for group 0 of the 2 committed then, leaving the newest 1 in flight" in msg, msg

@@ -57,14 +57,21 @@ class Copy:
             n, committed, ws = st.last_wait
             covered = committed - n
             state_txt = (f"in cp.async group {self.group}; the last cp_async_wait_group({n}) at {describe_site(ws)} "
-                         f"waited for groups 0..{covered - 1} of the {committed} committed then, leaving the newest "
-                         f"{n} in flight")
+                         f"waited for {_groups_text(covered)} of the {committed} committed then, leaving the newest "
+                         f"{min(n, committed)} in flight")
             if th.sim.check_waitgroup:
                 cls = WaitGroupError
                 rule = ("wait_group N must leave in flight only groups newer than the data read: N counts groups, "
                         "so every iteration must commit one, even an empty one (the chapter's rule)")
         raise cls(f"shared memory {kind}", rule, f"{where}: destination of {copy}, {state_txt}", _SRC,
                   where=here(th, s), seed=th.sim.seed)
+
+
+def _groups_text(covered: int) -> str:
+    """The groups a wait_group covered: the oldest ``covered`` ones (none when it left them all in flight)."""
+    if covered <= 0:
+        return "no group"
+    return "group 0" if covered == 1 else f"groups 0..{covered - 1}"
 
 
 class Groups:
