@@ -3,6 +3,8 @@ is a broken kernel that must raise under every seed tried, with its corrected tw
 numpy's answer; each message is checked for the rule, the statement, the thread, the kernel line and
 the seed."""
 
+import re
+
 import numpy as np
 import pytest
 from numba import cuda
@@ -124,3 +126,24 @@ def test_wait_group_that_covered_one_group_names_it(seed):
     msg = str(err.value)
     assert "in cp.async group 1; the last cp_async_wait_group(1)" in msg, msg
     assert "waited for group 0 of the 2 committed then, leaving the newest 1 in flight" in msg, msg
+
+
+# ---------------------------------------------------------------------------------------------
+# An expect_tx mismatch names the expect_tx statement and the bytes it announced
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("expect_bytes,copies,rule", [
+    (256, 2, "waits for bytes that no copy will bring"),
+    (64, 2, "announced fewer bytes than the copies deliver"),
+])
+def test_tx_count_mismatch_names_the_expect_tx(seed, expect_bytes, copies, rule):
+    from tests.sim.test_mistakes import make_bulk
+    src = np.arange(64, dtype=np.int32)
+    with sim.settings(seed=seed), pytest.raises(sim.TxCountError) as err:
+        make_bulk(expect_bytes, copies)[1, 32](src, np.zeros(32, np.int32))
+    msg = str(err.value)
+    assert rule in msg, msg
+    assert re.search(rf"announced( \(in phase 0, the one before\))? by mbarrier_arrive_expect_tx\({expect_bytes} bytes\) by thread \(0, 0, 0\) of "
+                     r"block \(0, 0, 0\) \(warp 0, lane 0\) at test_mistakes.py:\d+ \(kernel\): "
+                     r"ptx.mbarrier_arrive_expect_tx\(bar, expect_bytes\)", msg), msg
+    assert f"ASYNCPIPE_SIM_SEED={seed}" in msg

@@ -36,7 +36,7 @@ def cta_exits(cta):
             if bar.cta is cta and bar.valid and bar.tx < 0:
                 raise TxCountError(
                     "CTA exit", "a phase must not receive more bytes than expect_tx announced (expect_tx announced "
-                    "fewer bytes than the copies deliver)", f"the {bar.name()} ends in {bar.state()}",
+                    "fewer bytes than the copies deliver)", f"the {bar.name()} ends in {bar.state()}{bar.announced_text()}",
                     "PTX ISA, mbarrier", where=f"when the last thread of block {tuple(cta.blockIdx)} exits",
                     seed=sim.seed)
     cluster.check_cta_exit(cta)

@@ -38,6 +38,8 @@ class Mbarrier:
         self.init_site = None
         self.users: dict = {}             # thread vci -> clock of its last use
         self.column = None                # async-proxy clock column of copies completing here
+        self.announced: list = []         # (thread, site, bytes, api) of this phase's expect_tx
+        self.prev_announced: list = []    # ... and of the phase before it
 
     def name(self) -> str:
         return f"mbarrier at shared {self.off:#x} of block {tuple(self.cta.blockIdx)}"
@@ -46,6 +48,17 @@ class Mbarrier:
         return (f"phase {self.phase} (parity {self.phase & 1}): {self.pending} of {self.count} arrivals pending, "
                 f"tx-count {self.tx} bytes ({self.expected} expected, {self.delivered} delivered), "
                 f"{len(self.inflight)} cop{'y' if len(self.inflight) == 1 else 'ies'} in flight")
+
+    def announced_text(self) -> str:
+        """The expect_tx statements of this phase, with the bytes each announced."""
+        ann, when = self.announced, ""
+        if not ann and self.prev_announced:
+            ann, when = self.prev_announced, f" (in phase {self.phase - 1}, the one before)"
+        if not ann:
+            return "; no expect_tx announced bytes in this phase"
+        parts = [f"{api}({n} bytes) by {describe_thread(t)} at {describe_site(s)}" for t, s, n, api in ann[:3]]
+        more = f" and {len(ann) - 3} more" if len(ann) > 3 else ""
+        return f"; announced{when} by {', '.join(parts)}{more}"
 
     def report_generic_access(self, th, s):
         raise MbarrierInitError("shared memory", "the 8 bytes of a live mbarrier are accessed only through "
@@ -77,7 +90,7 @@ class Mbarrier:
                 f"{self.name()} completed phase {ph} with {sum(o.bytes_for(self) for o in early)} bytes of "
                 f"{len(early)} cop{'y' if len(early) == 1 else 'ies'} still in flight ({self.expected} bytes "
                 f"expected, {self.delivered} delivered); the first was issued by {describe_thread(op.thread)} "
-                f"at {describe_site(op.site)}", _SRC, where=here(th) if th is not None else "", seed=sim.seed)
+                f"at {describe_site(op.site)}{self.announced_text()}", _SRC, where=here(th) if th is not None else "", seed=sim.seed)
         done = self.acc
         if self.column is not None:
             done[self.column] = max(done[self.column], ph + 1)
@@ -87,12 +100,15 @@ class Mbarrier:
         self.pending = self.count
         self.tx = 0
         self.expected = self.delivered = 0
+        self.prev_announced, self.announced = self.announced, []
         sim.sched.wake_all(self.queue)
 
     def change_tx(self, th, delta: int, api: str):
         self.tx += delta
         if delta > 0:
             self.expected += delta
+            if th is not None and self.sim.check_txcount:
+                self.announced.append((th, site(), delta, api))
         else:
             self.delivered -= delta
         if abs(self.tx) > TX_MAX and self.sim.check_txcount:
@@ -180,6 +196,7 @@ def init_at(th, p, count, api, quiet=False) -> Mbarrier:
     bar.acc = zeros(th) if sim.clocks_on else None
     bar.done_vc = None
     bar.inflight = []
+    bar.announced, bar.prev_announced = [], []
     bar.users = {}
     bar.init_by, bar.init_clk, bar.init_site = th, clock(th), site(2)
     w = p.off >> 2
@@ -277,5 +294,6 @@ def tx_deadlock(sim):
                     "that no copy will bring" if bar.tx > 0 else
                     "the copies of a phase must not deliver more bytes than expect_tx announced")
             return TxCountError("mbarrier", rule, f"{bar.name()} in {bar.state()}; {len(waiting)} thread(s) wait on "
-                                f"it, e.g. {describe_thread(t)} at {describe_site(t.wait_site)}", _SRC, seed=sim.seed)
+                                f"it, e.g. {describe_thread(t)} at {describe_site(t.wait_site)}{bar.announced_text()}",
+                                _SRC, seed=sim.seed)
     return None
