@@ -64,6 +64,7 @@ if [[ $STEPS == *sanitizer* ]]; then
   done
 fi
 
+export TUNE_KERNELS=${TUNE_KERNELS:-"sgemm row_sum"}   # which kernels the tune step tunes (see below)
 # compile the SGEMM's kernels (every stage count, and v4) in parallel processes while the tests run:
 # numba's disk cache (asyncpipe.jit_cache) hands them to the tuner and the bench
 if [[ $STEPS == *tune* || $STEPS == *bench* ]]; then
@@ -81,7 +82,7 @@ def warm(variant_stages):
 import os
 from asyncpipe.bench import sgemm_configs
 configs = sgemm_configs() if "bench" in os.environ.get("STEPS", "") else []    # what the bench times
-if "tune" in os.environ.get("STEPS", ""):      # the tuner's candidates, as TUNE_ARGS narrows them
+if "tune" in os.environ.get("STEPS", "") and "sgemm" in os.environ["TUNE_KERNELS"]:   # the tuner's candidates, as TUNE_ARGS narrows them
     import argparse, shlex
     from asyncpipe.tune.cli import narrowed_option_sets, add_arguments
     from asyncpipe.tune.kernels import tunable
@@ -119,7 +120,6 @@ fi
 # bench/tune_h200.json once committed
 # TUNE_KERNELS (default "sgemm row_sum") picks which; row_sum is examples/rowsum_tune.py, a kernel that is not in
 # the project, tuned end to end through the CLI (its table is bench/tune_h200_row_sum.json once committed)
-TUNE_KERNELS=${TUNE_KERNELS:-"sgemm row_sum"}
 if [[ $STEPS == *tune* && $TUNE_KERNELS == *sgemm* ]]; then
   python3 -m asyncpipe tune sgemm --m 4096 --n 4096 --k 4096 ${TUNE_ARGS:-} \
     --measure-pruned --rounds 5 --json "$OUT/tune_h200.json" 2>&1 | tail -75
