@@ -23,6 +23,10 @@ def main(argv: list[str] | None = None) -> int:
 
     timeline_cli.add_arguments(sub.add_parser("timeline", help="the pipeline timeline model (no GPU needed)"))
     tune_cli.add_arguments(sub.add_parser("tune", help="choose a kernel's stage count: model, then GPU timing"))
+    from . import warm as warm_cli
+
+    warm_cli.add_arguments(sub.add_parser(
+        "warm", help="compile the shipped kernels' defaults and the tuner's picks into numba's disk cache (GPU only)"))
     args = parser.parse_args(argv)
 
     if args.command == "demo":
@@ -37,6 +41,8 @@ def main(argv: list[str] | None = None) -> int:
         return tune_cli.run(args)
     if args.command == "primitives":
         return primitives_cli.run(args)
+    if args.command == "warm":
+        return warm_cli.run(args)
     return 2
 
 

@@ -65,36 +65,18 @@ if [[ $STEPS == *sanitizer* ]]; then
 fi
 
 export TUNE_KERNELS=${TUNE_KERNELS:-"sgemm row_sum"}   # which kernels the tune step tunes (see below)
-# compile the SGEMM's kernels (every stage count, and v4) in parallel processes while the tests run:
-# numba's disk cache (asyncpipe.jit_cache) hands them to the tuner and the bench
+# compile the SGEMM's kernels (the bench's configurations, and the tuner's candidates) in parallel processes while
+# the tests run, into numba's disk cache (asyncpipe.jit_cache), which hands them to the tuner and the bench:
+# asyncpipe.warm (python -m asyncpipe warm's pool; the longest compiles, the 8 x 16 tiles, first)
 if [[ $STEPS == *tune* || $STEPS == *bench* ]]; then
   python3 - > "$OUT/warm.log" 2>&1 <<'PY' &
-from concurrent.futures import ProcessPoolExecutor
-def warm(variant_stages):
-    import numpy as np
-    from numba import cuda
-    from asyncpipe.kernels.sgemm import sgemm
-    variant, stages, bk, tile, schedule = variant_stages
-    a = cuda.to_device(np.ones((256, 256), np.float32))
-    kw = dict(variant=variant) if variant == "v4" else dict(stages=stages, bk=bk, tile=tile, schedule=schedule)
-    sgemm(a, a, cuda.device_array((256, 256), np.float32), **kw)
-    return variant_stages
 import os
+from asyncpipe import warm
 from asyncpipe.bench import sgemm_configs
-configs = sgemm_configs() if "bench" in os.environ.get("STEPS", "") else []    # what the bench times
-if "tune" in os.environ.get("STEPS", "") and "sgemm" in os.environ["TUNE_KERNELS"]:   # the tuner's candidates, as TUNE_ARGS narrows them
-    import argparse, shlex
-    from asyncpipe.tune.cli import narrowed_option_sets, add_arguments
-    from asyncpipe.tune.kernels import tunable
-    p = argparse.ArgumentParser()
-    add_arguments(p)
-    args = p.parse_args(["sgemm", "--m", "1", "--n", "1", "--k", "1", *shlex.split(os.environ.get("TUNE_ARGS", ""))])
-    spec = tunable("sgemm")
-    configs += [("cp_async", kw["stages"], kw["bk"], kw["tile"], kw["schedule"])
-                for kw in map(spec.kernel_kw, spec.configs(args.stages, narrowed_option_sets(spec, args)))]
-configs = list(dict.fromkeys(configs))
-with ProcessPoolExecutor(12) as pool:          # the slow ones (8 x 16: the longest compiles) first
-    print(list(pool.map(warm, configs[::-1])))
+configs = sgemm_configs() if "bench" in os.environ["STEPS"] else []                  # what the bench times
+if "tune" in os.environ["STEPS"] and "sgemm" in os.environ["TUNE_KERNELS"]:           # the tuner's candidates
+    configs += warm.tuner_sgemm_configs(os.environ.get("TUNE_ARGS", ""))             # as TUNE_ARGS narrows them
+raise SystemExit(warm.warm(warm.sgemm_targets(list(dict.fromkeys(configs)), "gpu_check"), jobs=12))
 PY
 fi
 

@@ -10,6 +10,7 @@ compiler or its simulator at import, and a worker must compile. A tqdm bar shows
 
 from __future__ import annotations
 
+import functools
 import importlib.machinery
 import os
 import sys
@@ -105,24 +106,43 @@ def compile_candidates(factory, jobs: dict, cc, processes: int | None = None, pr
 
     _by_value(factory)
     payloads = {k: cloudpickle.dumps((factory, cfg, tuple(argtypes), cc)) for k, (cfg, argtypes) in jobs.items()}
-    n = min(len(jobs), processes if processes is not None else (os.cpu_count() or 1))
-    bar = _bar(len(jobs), desc, progress)
+    return run_in_workers(compile_one, payloads, processes, progress, f"[tune] {desc}")
+
+
+def run_in_workers(worker, payloads: dict, processes: int | None = None, progress: bool = True,
+                   desc: str = "[tune] compile", on_error=None) -> dict:
+    """``{key: worker(payload)}`` for every payload, in the dict's order, computed in parallel worker processes of a
+    ``spawn`` context (the module doc; ``processes``: default the CPU count, at most one per payload; 0: in this
+    process), under a tqdm bar ``desc``. ``worker`` is a module-level function (it travels by name) and the payloads
+    plain pickles. A worker's exception (a crashed process: ``BrokenProcessPool``) is raised, or, with
+    ``on_error(key, exc)``, its answer is that key's result. The tuner's compiles and ``python -m asyncpipe warm``
+    share this pool."""
+    n = min(len(payloads), processes if processes is not None else (os.cpu_count() or 1))
+    bar = _bar(len(payloads), desc, progress)
     out = {}
+
+    def done(key, result) -> None:
+        try:
+            out[key] = result()
+        except Exception as exc:  # noqa: BLE001 - on_error decides; without it, raised
+            if on_error is None:
+                raise
+            out[key] = on_error(key, exc)
+        bar.update(1)
+
     if n <= 0:
         for k, p in payloads.items():
-            out[k] = compile_one(p)
-            bar.update(1)
+            done(k, functools.partial(worker, p))
     else:
         with _spawnable(), ProcessPoolExecutor(n, mp_context=get_context("spawn")) as pool:
-            futures = {pool.submit(compile_one, p): k for k, p in payloads.items()}
+            futures = {pool.submit(worker, p): k for k, p in payloads.items()}
             for f in as_completed(futures):
-                out[futures[f]] = f.result()
-                bar.update(1)
+                done(futures[f], f.result)
     bar.close()
-    return {k: out[k] for k in jobs}
+    return {k: out[k] for k in payloads}
 
 
 def _bar(total: int, desc: str, enabled: bool):
     from tqdm import tqdm
 
-    return tqdm(total=total, desc=f"[tune] {desc}", file=sys.stderr, disable=not enabled)
+    return tqdm(total=total, desc=desc, file=sys.stderr, disable=not enabled)
