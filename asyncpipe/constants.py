@@ -22,6 +22,7 @@ SWIZZLE_SPAN_BYTES = {"none": None, "32B": 32, "64B": 64, "128B": 128}   # inner
 BULK_SIZE_ALIGN = 16                  # cp.async.bulk: size and both addresses multiples of 16
 BULK_SMEM_ALIGN_TENSOR = 128          # cp.async.bulk.tensor shared-memory box: 128-byte aligned
 TMA_COORD_ALIGN = 16                  # bytes: innermost box coordinate x itemsize (measured on H200, see ptx.bulk_tensor)
+TMA_STORE_GRANULE = 16                # bytes: a TMA store writes whole 16-byte granules of a row (measured on H200)
 
 # --- clusters (CUDA programming guide, sm_90) --------------------------------------------------
 CLUSTER_SIZE_PORTABLE_MAX = 8         # portable cluster size

@@ -26,7 +26,7 @@ import numpy as np
 from numba import cuda, float32, int32, uint64
 
 from .. import ptx
-from ..constants import BULK_SMEM_ALIGN_TENSOR
+from ..constants import BULK_SMEM_ALIGN_TENSOR, TMA_STORE_GRANULE
 from ..host.plans import cached_tensor_map
 from ..jit_cache import jit
 from .unroll import unrolled
@@ -185,11 +185,27 @@ def as_tma_rows(api: str, a):
                          f"strides {d.strides}", "cuTensorMapEncodeTiled")
 
 
+GRANULE_ELEMENTS = TMA_STORE_GRANULE // 4   # int32 / float32 elements of one 16-byte granule of a row
+
+
 def add_one(a, pipelined: bool = True, ctas_per_sm: int = 2, stages: int = PIPE_STAGES, stream=0):
-    """Adds one to every element of the 2-D int32 or float32 device array ``a`` in place, through TMA."""
+    """Adds one to every element of the 2-D int32 or float32 device array ``a`` in place, through TMA.
+
+    The TMA store writes whole 16-byte granules of a row (``asyncpipe.ptx.bulk_tensor``, measured on the
+    H200): a map over rows that end inside a granule would write past them. So the tensor map covers the
+    whole granules of each row and the last ``cols % 4`` elements of a row, if any, are added by a plain
+    kernel (``add_one_tail``) on the same stream."""
     view, d = as_tma_rows("add_one", a)
     rows, cols = view.__cuda_array_interface__["shape"]
     dtype = "int32" if d.dtype == np.int32 else "float32"
+    main = cols - cols % GRANULE_ELEMENTS
+    if main < cols:
+        tail = _Rows(d, rows, cols, view.__cuda_array_interface__["strides"][0])
+        _tail_kernel()[max(1, -(-rows * (cols - main) // 128)), 128, stream](tail, np.int32(main))
+    if main == 0:
+        return d
+    view = _Rows(d, rows, main, view.__cuda_array_interface__["strides"][0])
+    cols = main
     if not pipelined:
         tmap = cached_tensor_map(view, (BOX_H, BOX_W), dtype=dtype)
         grid = (-(-cols // BOX_W), -(-rows // BOX_H))
@@ -213,6 +229,22 @@ def _sms(device_id: int) -> int:
 
 def _sm_count() -> int:
     return _sms(cuda.get_current_device().id)
+
+
+def add_one_tail(a, c0):
+    """a[r, c] += 1 for the columns c0.. of every row, one element a thread: the last elements of rows that end
+    inside a 16-byte granule, which add_one's TMA store must not reach."""
+    width = a.shape[1] - c0
+    i = cuda.grid(1)
+    if i < a.shape[0] * width:
+        a[i // width, c0 + i % width] += 1
+
+
+def _tail_kernel():
+    key = ("tail",)
+    if key not in _kernels:
+        _kernels[key] = jit(add_one_tail)
+    return _kernels[key]
 
 
 def _jit(which: str, dtype: str, stages: int = PIPE_STAGES):

@@ -12,11 +12,18 @@ Operands, as every function below takes them:
 - ``c0..c4``: int32 element coordinates of the box's first element, innermost dimension first as in
   PTX (the reverse of numpy's order). A box may hang over the tensor's edges: a load fills the
   missing elements (zero, or NaN for a float map made with ``oob_fill="nan"``) and still delivers the
-  whole box's bytes; a store writes only the elements inside the tensor. Two rules the PTX ISA does
-  not spell out, measured on the H200 (driver 580; a broken one stops the kernel with
-  ``CUDA_ERROR_ILLEGAL_INSTRUCTION``): ``c0 * itemsize`` must be a multiple of 16 bytes (the box
-  starts on a 16-byte boundary of its row, as ``constants.TMA_COORD_ALIGN`` says), and a store's
-  coordinates must not be negative (a load's may be: it fills).
+  whole box's bytes; a store writes the elements inside the tensor, clipped at whole 16-byte granules
+  of a row (below). Three rules the PTX ISA does not spell out, measured on the H200 (driver 580):
+  ``c0 * itemsize`` must be a multiple of 16 bytes (the box starts on a 16-byte boundary of its row, as
+  ``constants.TMA_COORD_ALIGN`` says), and a store's coordinates must not be negative (a load's may
+  be: it fills); a broken one stops the kernel with ``CUDA_ERROR_ILLEGAL_INSTRUCTION``. Third, a store
+  whose box hangs over the innermost edge of a tensor whose rows end inside a 16-byte granule (innermost
+  extent x itemsize not a multiple of 16, ``constants.TMA_STORE_GRANULE``) writes the rest of that
+  granule too: 1 to 15 bytes of box data past the edge of every row it covers, into the row's padding
+  or whatever follows the allocation, and compute-sanitizer's memcheck does not see it. Loads are exact
+  (elements past the edge are filled). The simulator refuses such a store; make the map's innermost
+  extent a multiple of 16 bytes (cover the row pitch's padding) or keep the box inside
+  (``scripts/experiments/tma_edge_granularity.py`` measures it).
 - ``bar``: ``addr(...)`` of an ``np.uint64`` shared mbarrier of this CTA; the copy performs
   ``complete_tx(box bytes)`` on it, so expect ``TensorMap.box_bytes`` with ``mbarrier_arrive_expect_tx``.
 - ``cta_mask`` (multicast): uint16, bit ``r`` set = deliver to the CTA of rank ``r`` in the cluster, at

@@ -45,6 +45,22 @@ def test_scale_transpose_device_refuses_bad_input(page, x, y, message):
 
 @pytest.mark.gpu
 @pytest.mark.simulator_too
+def test_fewer_rows_than_a_granule_are_refused(page):
+    """y's map covers y's rows in whole 16-byte granules: x needs at least 4 rows (y 4 columns)."""
+    from numba import cuda
+
+    from asyncpipe.errors import AsyncpipeError
+
+    padded, x = page.to_device_pitched(np.ones((3, 40), np.float32), 0.0)
+    _, y = page.to_device_pitched(np.zeros((40, 3), np.float32), 0.0)
+    with pytest.raises(AsyncpipeError) as err:
+        page.scale_transpose_device(x, y, 2.0, 1.0)
+    assert str(err.value) == ("scale_transpose_device: x must have at least 4 rows (y's map covers whole 16-byte "
+                              "granules of y's rows), got x (3, 40)")
+
+
+@pytest.mark.gpu
+@pytest.mark.simulator_too
 def test_rows_not_16_byte_pitched_are_refused_by_the_tensor_map(page):
     """The page's reason for to_device_pitched: 30 floats a row is 120 bytes."""
     from numba import cuda
@@ -74,7 +90,8 @@ def test_scale_transpose_sass(page):
 
     from asyncpipe.codegen import compile_kernel
 
-    cubin = compile_kernel(page.scale_transpose, (types.uint64[::1], types.uint64[::1], types.float32, types.float32))
+    cubin = compile_kernel(page.scale_transpose, (types.uint64[::1], types.uint64[::1], types.float32[:, :],
+                                                  types.float32, types.float32))
     assert cubin.count("UTMALDG.2D") == 1 and cubin.count("UTMASTG.2D") == 1
     assert cubin.count("UTMACCTL.IV") == 2                       # fence.proxy.tensormap acquire, per map
     assert cubin.count("SYNCS.ARRIVE.TRANS64") == 1 and cubin.count("SYNCS.PHASECHK") >= 1

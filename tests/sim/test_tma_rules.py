@@ -1,5 +1,8 @@
-"""The two TMA coordinate rules measured on the H200 (asyncpipe.ptx.bulk_tensor): on the GPU a
-broken one stops the kernel with CUDA_ERROR_ILLEGAL_INSTRUCTION; the simulator names it."""
+"""The TMA rules measured on the H200 (asyncpipe.ptx.bulk_tensor): the two coordinate rules (on the GPU a broken one
+stops the kernel with CUDA_ERROR_ILLEGAL_INSTRUCTION) and the store's 16-byte granule (on the GPU a store hanging
+over the innermost edge of rows that end inside a granule writes the rest of the granule, unseen by memcheck;
+scripts/experiments/tma_edge_granularity.py, 2026-12-02: 1..15 bytes past the edge for 1-, 2-, 4- and 8-byte
+elements, loads exact). The simulator names each."""
 
 import numpy as np
 import pytest
@@ -83,3 +86,49 @@ def test_store_over_the_far_edge_is_clipped():
     want = a.copy()
     want[6:8, 12:16] = np.arange(H * W, dtype=np.float32).reshape(H, W)[:2, :4]
     np.testing.assert_array_equal(got, want)
+
+
+def pitched(rows, cols, width):
+    """A rows x width float32 buffer of fresh random values and the map of its first ``cols`` columns (the row
+    pitch, width x 4 bytes, a multiple of 16)."""
+    buf = np.random.default_rng().standard_normal((rows, width)).astype(np.float32)
+    d = cuda.to_device(buf)
+    return buf, d, TensorMap.tiled(d[:, :cols], (H, W))
+
+
+@pytest.mark.parametrize("cols", [13, 14, 15])
+def test_store_over_a_row_ending_inside_a_granule_is_named(cols):
+    """Rows of 13..15 floats (52..60 bytes): the box at column 8 hangs over the edge; on the H200 it would also
+    write columns cols..15 of the padding."""
+    _, d, tmap = pitched(8, cols, 16)
+    with pytest.raises(sim.SimUsageError, match=rf"hanging over the innermost edge needs rows of a multiple of 16 "
+                                                rf"bytes.*elements {cols}\.\.15 past the edge.*multiple of 4 elements"
+                                                rf".*got innermost extent {cols} x 4 bytes = {cols * 4} bytes, box "
+                                                rf"at c0 = 8 of 8 elements"):
+        make_store(8, 0)[1, H * W](tmap)
+
+
+def test_store_inside_a_row_ending_inside_a_granule_runs():
+    """The same map, the box inside the rows (columns 0..7 of 13): nothing past the edge, no error."""
+    buf, d, tmap = pitched(8, 13, 16)
+    make_store(0, 2)[1, H * W](tmap)
+    want = buf.copy()
+    want[2:2 + H, :W] = np.arange(H * W, dtype=np.float32).reshape(H, W)
+    np.testing.assert_array_equal(d.copy_to_host(), want)
+
+
+def test_store_below_the_outer_edge_writes_nothing_and_runs():
+    """A box whose rows all lie past the tensor's last row writes nothing, granule or not: no error."""
+    buf, d, tmap = pitched(8, 13, 16)
+    make_store(8, 8)[1, H * W](tmap)
+    np.testing.assert_array_equal(d.copy_to_host(), buf)
+
+
+def test_store_over_the_edge_of_granule_rows_is_clipped():
+    """The twin: the map covers 16 floats (64 bytes, whole granules), the box hangs over at column 12, the
+    elements past the edge are clipped exactly."""
+    buf, d, tmap = pitched(8, 16, 20)
+    make_store(12, 1)[1, H * W](tmap)
+    want = buf.copy()
+    want[1:1 + H, 12:16] = np.arange(H * W, dtype=np.float32).reshape(H, W)[:, :4]
+    np.testing.assert_array_equal(d.copy_to_host(), want)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...constants import BULK_SMEM_ALIGN_TENSOR, TMA_COORD_ALIGN
+from ...constants import BULK_SMEM_ALIGN_TENSOR, TMA_COORD_ALIGN, TMA_STORE_GRANULE
 from ..arrays import TMAP, Ptr, describe_operand, shared_operand
 from ..errors import ProxyFenceError, SimUsageError
 from ..tensor_map import load_box, smem_offsets, store_box
@@ -49,6 +49,28 @@ def _coords(th, lay, coords, api, store):
         raise SimUsageError(api, "a TMA store's coordinates must not be negative", f"coordinates {coords}",
                             "measured on the H200 (asyncpipe.ptx.bulk_tensor)", where=here(th), seed=th.sim.seed)
     return coords
+
+
+def _store_granule(th, lay, coords, api):
+    """The store's third measured rule: the H200 writes whole 16-byte granules of a row, so a box hanging over
+    the innermost edge of rows that end inside a granule would write box data past the edge (undetected by
+    compute-sanitizer). Refused when the box writes anything (every dimension reaches into the tensor)."""
+    extent, box0 = lay.shape[-1], lay.box_elements[-1]
+    row_bytes = extent * lay.itemsize
+    if not row_bytes % TMA_STORE_GRANULE or not coords[0] < extent < coords[0] + box0:
+        return
+    starts = list(reversed(coords))
+    if any(s >= n for s, n in zip(starts[:-1], lay.shape[:-1])):
+        return                                            # the box lies past an outer edge: nothing written
+    past = -(-row_bytes // TMA_STORE_GRANULE) * TMA_STORE_GRANULE // lay.itemsize
+    raise SimUsageError(api, f"a TMA store hanging over the innermost edge needs rows of a multiple of "
+                        f"{TMA_STORE_GRANULE} bytes: the TMA writes whole {TMA_STORE_GRANULE}-byte granules, so this "
+                        f"one would also write elements {extent}..{past - 1} past the edge of every row (make the "
+                        f"map's innermost extent a multiple of {TMA_STORE_GRANULE // lay.itemsize} elements, or keep "
+                        f"the box inside)",
+                        f"innermost extent {extent} x {lay.itemsize} bytes = {row_bytes} bytes, box at c0 = {coords[0]} "
+                        f"of {box0} elements",
+                        "measured on the H200 (asyncpipe.ptx.bulk_tensor)", where=here(th), seed=th.sim.seed)
 
 
 def _box_target(th, api, mem, off, lay):
@@ -99,6 +121,7 @@ def store(tmap_ptr, coords, src, api="cp_async_bulk_tensor_global_shared"):
     lay = tmap.layout
     offs = _box_target(th, api, src.mem, src.off, lay)
     coords = _coords(th, lay, coords, api, store=True)
+    _store_granule(th, lay, coords, api)
     from ..tensor_map import numpy_dtype
 
     def write(data):
