@@ -150,6 +150,10 @@ def bench_sgemm(n: int, yard: dict, ref: dict, records: list, stages_list=(2, 3,
         records.append(rec)
 
 
+TMA_CONFIGS = [("tma_add_one_chapter", dict(pipelined=False))] + [      # (record name, add_one options) timed
+    ("tma_add_one_pipelined", dict(pipelined=True, stages=s, ctas_per_sm=c)) for s, c in ((4, 2), (4, 4), (5, 3))]
+
+
 def bench_tma(n: int, yard: dict, ref: dict, records: list):
     import numpy as np
     from numba import cuda
@@ -159,9 +163,7 @@ def bench_tma(n: int, yard: dict, ref: dict, records: list):
 
     a = cuda.to_device(np.random.default_rng(2).integers(0, 1000, (n, n), dtype=np.int32))
     nbytes = 2.0 * a.nbytes
-    configs = [("tma_add_one_chapter", dict(pipelined=False))] + [
-        ("tma_add_one_pipelined", dict(pipelined=True, stages=s, ctas_per_sm=c)) for s, c in ((4, 2), (4, 4), (5, 3))]
-    for name, kw in configs:
+    for name, kw in TMA_CONFIGS:
         _progress(f"{name} {n}x{n} {kw}")
         ms = time_ms(lambda: add_one(a, **kw), reps=20)
         g = gbps(nbytes, ms)
@@ -285,7 +287,8 @@ def format_table(doc: dict) -> str:
                      f"{r['ms']:8.3f} {fig:>12s}  {vs}")
     if doc.get("first_call"):
         lines.append("first call in a new process (s): " + ", ".join(
-            f"{k} {v['cold_s']:.1f} cold / {v['warm_s']:.2f} warm" for k, v in doc["first_call"].items()))
+            f"{k} ERROR {v['error'][:80]}" if "error" in v else f"{k} {v['cold_s']:.1f} cold / {v['warm_s']:.2f} warm"
+            for k, v in doc["first_call"].items()))
     return "\n".join(lines)
 
 

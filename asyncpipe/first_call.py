@@ -1,67 +1,113 @@
 """How long a new process waits for each kernel's first call: compile (cold) or disk cache (warm).
 
-``python -m asyncpipe.first_call`` times, in this process, the first call of every chapter kernel at
-a small size (the call compiles the kernel, or loads it from numba's disk cache, then runs it) and
-prints one JSON object ``{kernel: seconds}``. ``measure()`` runs it twice in fresh processes sharing
-a fresh cache folder: the first run is cold, the second warm. Needs a GPU.
+Every kernel configuration ``python -m asyncpipe bench`` times has a first call here (``calls()``: the same
+configurations, at a small size). ``python -m asyncpipe.first_call [NAME ...]`` times, in this process, the first
+call of each named one (all by default): the call compiles the kernel, or loads it from numba's disk cache, then
+runs it; it prints one JSON object ``{name: seconds}``. ``measure()`` gives each kernel a fresh cache folder of
+its own and runs it twice in fresh processes: the first run is cold, the second warm. Kernels are measured
+``jobs`` at a time (each process compiles on one core). Needs a GPU.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 
-def _calls():
+def sgemm_name(variant: str, stages: int, bk: int, tile: str, schedule: str) -> str:
+    """The first-call row of one SGEMM configuration of ``bench.sgemm_configs``."""
+    if variant == "v4":
+        return "sgemm_v4"
+    return f"sgemm_cp_async_s{stages}" + ("" if (bk, tile, schedule) == (8, "8x8", "plain") else
+                                          f"_bk{bk}_{tile}" + ("" if schedule == "plain" else f"_{schedule}"))
+
+
+def calls() -> dict:
+    """{name: first call} for every kernel configuration the bench times (its SGEMM configurations, the TMA add-one's
+    chapter kernel and its pipelined kernel at each stage count, the cluster kernels, the wgmma GEMM's epilogues),
+    at a small size: the first call's cost is the compile or the cache load, not the run."""
     import numpy as np
     from numba import cuda
 
+    from .bench import TMA_CONFIGS, sgemm_configs
     from .kernels import cluster_sum as CS
     from .kernels import sgemm as S
     from .kernels.tma_add_one import add_one
+    from .kernels.wgmma_gemm import EPILOGUES, bf16_bits, wgmma_gemm
 
-    a = cuda.to_device(np.ones((256, 256), np.float32))
-    x = cuda.to_device(np.ones(1 << 16, np.float32))
-    t = cuda.to_device(np.zeros((256, 256), np.int32))
-    return {
-        "sgemm_cp_async_s3": lambda: S.sgemm(a, a, stages=3, tile="8x8", bk=8),
-        "sgemm_v4": lambda: S.sgemm(a, a, variant="v4"),
-        "tma_add_one_chapter": lambda: add_one(t, pipelined=False),
-        "tma_add_one_pipelined": lambda: add_one(t, pipelined=True),
-        "cluster_pair_sum_chapter": lambda: CS.pair_sums(x, 1024, 2),
-        "cluster_sum": lambda: CS.cluster_sum(x, cluster_size=2),
-    }
+    @functools.cache
+    def dev(kind):                           # the operands, made at the first call that needs them
+        if kind == "bf16":
+            return cuda.to_device(bf16_bits(np.ones((256, 256), np.float32)))
+        return cuda.to_device(np.ones(1 << 16, np.float32) if kind == "vector" else np.ones((256, 256), kind))
+
+    out = {}
+    for variant, stages, bk, tile, schedule in sgemm_configs():
+        kw = dict(variant=variant) if variant == "v4" else dict(stages=stages, bk=bk, tile=tile, schedule=schedule)
+        out[sgemm_name(variant, stages, bk, tile, schedule)] = lambda kw=kw: S.sgemm(dev(np.float32), dev(np.float32),
+                                                                                     **kw)
+    for name, kw in TMA_CONFIGS:
+        key = name + (f"_s{kw['stages']}" if kw.get("pipelined") else "")
+        out.setdefault(key, lambda kw=kw: add_one(dev(np.int32), **kw))   # ctas_per_sm: a launch option
+    out["cluster_pair_sum_chapter"] = lambda: CS.pair_sums(dev("vector"), 1024, 2)
+    out["cluster_sum"] = lambda: CS.cluster_sum(dev("vector"), cluster_size=2)
+    for epilogue in EPILOGUES:
+        out[f"wgmma_gemm_bf16_{epilogue}"] = lambda e=epilogue: wgmma_gemm(dev("bf16"), dev("bf16"), epilogue=e)
+    return out
 
 
-def main() -> int:
+def main(names=None) -> int:
     from numba import cuda
 
+    table = calls()
+    unknown = sorted(set(names or ()) - set(table))
+    if unknown:
+        print(f"first_call: unknown kernel(s) {', '.join(unknown)}; known: {', '.join(table)}", file=sys.stderr)
+        return 2
     cuda.synchronize()                       # context creation is not the kernel's cost
     times = {}
-    for name, call in _calls().items():
+    for name in names or table:
         t0 = time.perf_counter()
-        call()
+        table[name]()
         cuda.synchronize()
         times[name] = time.perf_counter() - t0
     print(json.dumps(times))
     return 0
 
 
-def measure() -> dict[str, dict[str, float]]:
-    """{kernel: {"cold_s": ..., "warm_s": ...}} from two fresh processes and one fresh cache."""
+def _cold_then_warm(name: str) -> dict[str, float]:
     with tempfile.TemporaryDirectory(prefix="asyncpipe-first-call-") as d:
         env = dict(os.environ, ASYNCPIPE_CACHE_DIR=d, NUMBA_CACHE_DIR=os.path.join(d, "numba"))
         runs = []
         for _ in range(2):
-            out = subprocess.run([sys.executable, "-m", "asyncpipe.first_call"], env=env, capture_output=True,
-                                 text=True, check=True)
-            runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
-    return {k: {"cold_s": runs[0][k], "warm_s": runs[1][k]} for k in runs[0]}
+            out = subprocess.run([sys.executable, "-m", "asyncpipe.first_call", name], env=env, capture_output=True,
+                                 text=True)
+            if out.returncode:
+                raise RuntimeError(f"first call of {name} failed: {out.stderr.strip()[-400:]}")
+            runs.append(json.loads(out.stdout.strip().splitlines()[-1])[name])
+    return {"cold_s": runs[0], "warm_s": runs[1]}
+
+
+def measure(names=None, jobs: int = 8) -> dict[str, dict[str, float]]:
+    """{kernel: {"cold_s": ..., "warm_s": ...}}: each kernel in two fresh processes sharing a fresh cache of its own,
+    ``jobs`` kernels at a time; a kernel whose first call fails gets {"error": ...} and the others stand."""
+    names = list(names) if names else sorted(calls(), key=lambda n: "8x16" not in n)   # the longest compiles first
+
+    def one(name):
+        try:
+            return name, _cold_then_warm(name)
+        except Exception as exc:  # noqa: BLE001 - one kernel's failure must not hide the others' figures
+            return name, {"error": str(exc)}
+
+    with ThreadPoolExecutor(max(1, jobs)) as pool:
+        return dict(pool.map(one, names))
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))
