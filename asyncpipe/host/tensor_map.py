@@ -48,6 +48,11 @@ class TensorMap(EncodedTensorMap):
     ``shape``, ``box`` and ``element_strides`` are in numpy order (outermost first); the kernel's
     coordinates are innermost first. ``box_bytes`` is what one box delivers to shared memory, the
     mbarrier's expected transaction count. Shared-memory boxes must be 128-byte aligned.
+
+    **A map for TMA stores should cover whole 16-byte granules of a row.** Measured on the H200: a store whose
+    box hangs over the innermost edge of rows ending inside a granule writes the rest of the granule too (1 to 15
+    bytes past each row, unseen by compute-sanitizer); loads are exact. The simulator refuses such a store; see
+    ``asyncpipe.ptx.bulk_tensor`` and ``asyncpipe.kernels.tma_add_one.add_one`` for the way around it.
     """
 
     @classmethod

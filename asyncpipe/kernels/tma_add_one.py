@@ -14,7 +14,8 @@ while the threads work on the current box and the stores drain behind them::
                reading shared memory (so stage s' of box j-1 is free); load box j-1+STAGES into s'
 
 Edges: boxes over the edge load zeros (TMA's out-of-bounds fill) and their stores are clipped by
-TMA to the array. The tensor map lives in device memory, so each issuing thread acquires it once
+TMA to the map, which covers each row's whole 16-byte granules (a TMA store writes whole granules:
+``asyncpipe.ptx.bulk_tensor``); the last ``cols % 4`` elements of a row, if any, go through a plain kernel. The tensor map lives in device memory, so each issuing thread acquires it once
 (``fence.proxy.tensormap::generic.acquire.sys``, as the CUDA guide asks for a map the host wrote).
 """
 
