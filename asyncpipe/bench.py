@@ -19,6 +19,7 @@ import json
 import sys
 from pathlib import Path
 
+from .bench_configs import SGEMM_8X16, SGEMM_BK16_STAGES, SGEMM_STAGES, TMA_CONFIGS, sgemm_configs  # noqa: F401
 from .provenance import commit
 
 EXIT_NO_GPU = 1
@@ -98,22 +99,6 @@ def d2d_read_gbps(n_floats: int) -> float | None:
 # ------------------------------------------------------------------------------------------------
 # Kernels
 # ------------------------------------------------------------------------------------------------
-# cp.async stage counts the full bench times (each is a separate ~25 s compile; the tuner covers 2..8)
-SGEMM_STAGES = (2, 3, 4, 5)
-SGEMM_BK16_STAGES = (3, 4)   # the 16-deep stage (sgemm(bk=16)), beside the chapter's 8
-SGEMM_8X16 = ((3, 8, "plain"), (3, 16, "plain"), (3, 16, "dbuf"), (4, 16, "dbuf"),   # (stages, bk, schedule) of
-              (3, 16, "kmajor"), (4, 16, "kmajor"))                                  # the 8 x 16 thread tile
-
-
-def sgemm_configs(stages_list=SGEMM_STAGES) -> list[tuple]:
-    """(variant, stages, bk, tile, schedule) of every SGEMM the bench times: v4, the chapter's cp.async
-    tile (bk 8) at each stage count, the 16-deep stage at 3 and 4, and the 8 x 16 thread tile (with both
-    main loops)."""
-    return ([("v4", 1, 8, "8x8", "plain")] + [("cp_async", s, 8, "8x8", "plain") for s in stages_list]
-            + [("cp_async", s, 16, "8x8", "plain") for s in SGEMM_BK16_STAGES]
-            + [("cp_async", s, bk, "8x16", sched) for s, bk, sched in SGEMM_8X16])
-
-
 def bench_sgemm(n: int, yard: dict, ref: dict, records: list, stages_list=(2, 3, 4, 5, 6, 7, 8)):
     import numpy as np
     from numba import cuda
@@ -148,10 +133,6 @@ def bench_sgemm(n: int, yard: dict, ref: dict, records: list, stages_list=(2, 3,
             rec["tile"] = tile
             rec["schedule"] = schedule
         records.append(rec)
-
-
-TMA_CONFIGS = [("tma_add_one_chapter", dict(pipelined=False))] + [      # (record name, add_one options) timed
-    ("tma_add_one_pipelined", dict(pipelined=True, stages=s, ctas_per_sm=c)) for s, c in ((4, 2), (4, 4), (5, 3))]
 
 
 def bench_tma(n: int, yard: dict, ref: dict, records: list):

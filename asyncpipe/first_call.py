@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 
 def sgemm_name(variant: str, stages: int, bk: int, tile: str, schedule: str) -> str:
-    """The first-call row of one SGEMM configuration of ``bench.sgemm_configs``."""
+    """The first-call row of one SGEMM configuration of ``bench_configs.sgemm_configs``."""
     if variant == "v4":
         return "sgemm_v4"
     return f"sgemm_cp_async_s{stages}" + ("" if (bk, tile, schedule) == (8, "8x8", "plain") else
@@ -35,7 +35,7 @@ def calls() -> dict:
     import numpy as np
     from numba import cuda
 
-    from .bench import TMA_CONFIGS, sgemm_configs
+    from .bench_configs import TMA_CONFIGS, sgemm_configs
     from .kernels import cluster_sum as CS
     from .kernels import sgemm as S
     from .kernels.tma_add_one import add_one
