@@ -450,7 +450,9 @@ class DriverEncoder:
             err, _ = self._call(members[0], lay.rank, lay.address, [u64(v) for v in args["globalDim"]],
                                 [u64(v) for v in strides], [u32(v) for v in args["boxDim"]],
                                 [u32(v) for v in args["elementStrides"]], *members[1:])
-        except (OverflowError, TypeError) as exc:       # a value the binding's C types cannot hold
+        except (OverflowError, TypeError, ValueError) as exc:   # a value the binding's C types cannot hold, or a
+            # list longer than the binding takes (cuda.bindings 13.3 on the H200: "Argument 'elementStrides' too
+            # long, must be <= 5" for rank 6): refused before the driver sees it
             return f"python {type(exc).__name__}: {exc}"
         return err.name
 
