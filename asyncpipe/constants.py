@@ -10,11 +10,16 @@ TENSOR_MAP_BYTES = 128                # sizeof(CUtensorMap)
 TENSOR_MAP_ALIGN = 64                 # a CUtensorMap must be 64-byte aligned
 TENSOR_RANK_MAX = 5                   # tensorRank is 1..5 (3..5 when interleaved)
 GLOBAL_ADDRESS_ALIGN = 16             # globalAddress: 16-byte aligned (32 when interleave is 32B)
-GLOBAL_STRIDE_ALIGN = 16              # globalStrides[i]: a multiple of 16 bytes, < 2**40
+GLOBAL_STRIDE_ALIGN = 16              # globalStrides[i]: a multiple of 16 bytes, < 2**40 (0 too: the H200's driver takes it)
 GLOBAL_STRIDE_MAX = 1 << 40
 GLOBAL_DIM_MAX = 1 << 32              # globalDim[i]: 1..2**32
 BOX_DIM_MAX = 256                     # boxDim[i]: 1..256
-BOX_INNER_BYTES_ALIGN = 16            # boxDim[0] * elementSize: a multiple of 16 bytes (no interleave)
+BOX_INNER_BYTES_ALIGN = 16            # boxDim[0] * elementSize: a multiple of 16 bytes (documented without interleave;
+                                      # the H200's driver enforces it with interleave too)
+# prod(boxDim[i] // elementStrides[i]) * elementSize <= 228 KB (an sm_90 SM's shared memory): not documented; the
+# H200's driver (580.159.04) counts floor quotients, the innermost one included (a box dimension below its element
+# stride counts 0), and accepted 233,472 bytes, refused 235,520 and more (nothing was drawn in between)
+TMA_BOX_BYTES_MAX = 228 * 1024
 ELEMENT_STRIDE_MAX = 8                # elementStrides[i]: 1..8
 SWIZZLE_SPAN_BYTES = {"none": None, "32B": 32, "64B": 64, "128B": 128}   # inner box bytes <= span
 

@@ -309,8 +309,9 @@ def _off(r: random.Random) -> Layout:
                  TENSOR_RANK_MAX if what == "rank_over" else None)
     i, j = _dim(r, lay), _outer(r, lay)
     bits = DATA_TYPES[lay.dtype][1]
-    if what == "dtype_unknown":
-        lay = replace(lay, dtype=r.choice(tuple(UNKNOWN_DATA_TYPES)))
+    if what == "dtype_unknown":                         # the innermost stride follows (the element size, as always)
+        dtype = r.choice(tuple(UNKNOWN_DATA_TYPES))
+        lay = replace(lay, dtype=dtype, strides=lay.strides[:-1] + (max(1, DATA_TYPES[dtype][1] // 8),))
     elif what == "oob_nan_int":
         same_size = [d for d in INT_DTYPES if DATA_TYPES[d][1] == bits] or list(INT_DTYPES)
         lay = replace(lay, dtype=r.choice(same_size), oob_fill="nan")

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from asyncpipe.constants import GLOBAL_STRIDE_MAX
+from asyncpipe.constants import GLOBAL_STRIDE_MAX, TMA_BOX_BYTES_MAX
 from asyncpipe.errors import AsyncpipeError, UnsupportedDeviceError
 from asyncpipe.host.tensor_map import TensorMap, _encode, describe_array, validate_tiled
 from tests.conftest import gpu_cc
@@ -103,6 +103,23 @@ def test_unsupported_dtype_name():
     refused("dtype must be one of", "'complex64'", layout, dtype="complex64")
 
 
+@pytest.mark.parametrize("name", ["16u4_align8b", "16u4_align16b", "16u6_align16b"])
+def test_packed_dtypes_not_supported(name):
+    rule = "asyncpipe does not support the packed 4/6-bit dtypes"
+    refused(rule, repr(name), layout, dtype=name, shape=(64, 256), strides=(128, 1), box=(16, 128))
+    refused(rule, repr(name), describe_array, FakeDeviceArray((16, 32), "|u1"), dtype=name)
+
+
+@pytest.mark.parametrize("name", ["float32_ftz", "tfloat32", "tfloat32_ftz"])
+def test_four_byte_float_modes(name):
+    """float32's memory under another CUtensorMapDataType: float32's rules, NaN fill included."""
+    assert describe_array(FakeDeviceArray((16, 32), "<f4"), dtype=name).dtype == name
+    lay = layout(dtype=name, oob_fill="nan", swizzle="128B")
+    assert lay.itemsize == 4 and lay.box_bytes == 16 * 32 * 4
+    refused(f"dtype {name!r} must have the array's element size, 2 bytes", f"{name} of 4 bytes",
+            describe_array, FakeDeviceArray((16, 32), "<u2"), dtype=name)
+
+
 def test_big_endian():
     refused("native (little-endian) byte order", ">i4", describe_array, FakeDeviceArray((16, 32), ">i4"))
 
@@ -116,6 +133,13 @@ def test_explicit_dtype_of_another_size():
                                           ("oob_fill", "inf")])
 def test_unknown_option(option, value):
     refused(f"{option} must be one of", repr(value), layout, **{option: value})
+
+
+@pytest.mark.parametrize("swizzle", ["128B_atom_32B", "128B_atom_32B_flip_8B", "128B_atom_64B"])
+def test_128b_atom_swizzles_refused_on_sm90(swizzle):
+    refused("the 128B_ATOM swizzles are refused on sm_90 (by the H200's driver): swizzle must be one of 'none', "
+            "'32B', '64B', '128B'", repr(swizzle), layout, swizzle=swizzle, box=(16, 32), dtype="int32")
+    assert layout(swizzle="128B").swizzle == "128B"
 
 
 def test_nan_fill_needs_float():
@@ -160,8 +184,17 @@ def test_innermost_not_contiguous():
 def test_outer_stride_not_multiple_of_16():
     # 100 x 7 int32, C-contiguous: the row stride is 28 bytes
     desc = describe_array(FakeDeviceArray((100, 7), "<i4"))
-    refused("every byte stride but the innermost must be a positive multiple of 16 bytes", "strides[0] = 28 bytes",
+    refused("every byte stride but the innermost must be a non-negative multiple of 16 bytes", "strides[0] = 28 bytes",
             validate_tiled, desc.address, desc.shape, desc.strides, desc.dtype, (16, 4))
+    assert layout(shape=(100, 8), strides=(32, 4), box=(16, 4)).strides == (32, 4)     # 8 int32: 32 bytes
+
+
+def test_stride_zero_accepted_negative_refused():
+    # the driver takes a zero stride in any outer dimension (every index along it reads the same rows)
+    assert layout(shape=(4, 64, 128), strides=(0, 512, 4), box=(2, 16, 32)).cuda_strides == [512, 0]
+    assert layout(shape=(4, 64, 128), strides=(32768, 0, 4), box=(2, 16, 32)).cuda_strides == [0, 32768]
+    refused("every byte stride but the innermost must be a non-negative multiple of 16 bytes",
+            "strides[0] = -512 bytes", layout, strides=(-512, 4))
 
 
 def test_stride_too_large():
@@ -184,20 +217,70 @@ def test_box_larger_than_tensor_is_allowed():
     assert layout(shape=(8, 4)).box == (16, 32)
 
 
+def interleaved(**over):
+    """A valid interleaved 3-D int32 map (4 x 64 x 128, box 1 x 16 x 8) with some fields replaced."""
+    args = dict(shape=(4, 64, 128), strides=(64 * 512, 512, 4), box=(1, 16, 8), interleave="16B")
+    args.update(over)
+    return layout(**args)
+
+
 def test_inner_box_bytes_multiple_of_16():
     refused("the box's innermost row must be a multiple of 16 bytes", "6 * 4 = 24 bytes", layout, box=(16, 6))
+    assert layout(box=(16, 4)).box == (16, 4)
+
+
+@pytest.mark.parametrize("il", ["16B", "32B"])
+def test_inner_box_bytes_multiple_of_16_with_interleave(il):
+    # documented for interleave "none" only; the H200's driver refuses it with interleave too
+    refused("the box's innermost row must be a multiple of 16 bytes", "6 * 4 = 24 bytes",
+            interleaved, box=(1, 16, 6), interleave=il)
+    assert interleaved(box=(1, 16, 8), interleave=il).box == (1, 16, 8)
 
 
 @pytest.mark.parametrize("swizzle,span", [("32B", 32), ("64B", 64), ("128B", 128)])
 def test_inner_box_bytes_within_swizzle_span(swizzle, span):
     cols = span // 4 * 2
-    refused(f"with swizzle {swizzle!r} the box's innermost row must be at most {span} bytes",
+    refused(f"with swizzle {swizzle!r} and no interleave the box's innermost row must be at most {span} bytes",
             f"{cols} * 4 = {cols * 4} bytes", layout, box=(8, cols), swizzle=swizzle)
+    assert layout(box=(8, span // 4), swizzle=swizzle).box == (8, span // 4)
+    # with interleave the span does not bound the innermost row
+    assert interleaved(box=(1, 16, cols), swizzle=swizzle).box == (1, 16, cols)
 
 
-def test_interleave_32b_needs_swizzle_32b():
-    refused("interleave '32B' needs swizzle '32B'", "'none'",
-            layout, shape=(4, 64, 128), strides=(64 * 512, 512, 4), box=(1, 16, 8), interleave="32B")
+@pytest.mark.parametrize("swizzle", ["none", "32B", "64B", "128B"])
+def test_interleave_32b_takes_every_swizzle(swizzle):
+    # the documentation asks for swizzle "32B"; the H200's driver accepted all four (469 layouts with another one)
+    assert interleaved(interleave="32B", swizzle=swizzle).swizzle == swizzle
+
+
+def test_box_bytes_limit():
+    """The box's bytes as the driver counts them: 228 KB at most (233,472 bytes accepted, 235,520 refused)."""
+    big = dict(shape=(256, 256, 256), strides=(65536, 256, 1), dtype="uint8")
+    assert TMA_BOX_BYTES_MAX == 233_472
+    assert layout(box=(228, 4, 256), **big).box == (228, 4, 256)                   # 228 * 4 * 256 = 233,472 bytes
+    refused("the box must fit in 228 KB, counted as the driver does: the product of box[i] // element_strides[i] "
+            "times the element size at most 233472 bytes", "(230 // 1) * (4 // 1) * (256 // 1) * 1 = 235520 bytes",
+            layout, box=(230, 4, 256), **big)
+    # int32: 4 bytes an element
+    refused("the box must fit in 228 KB", "(2 // 1) * (256 // 1) * (116 // 1) * 4 = 237568 bytes",
+            layout, shape=(4, 512, 512), strides=(512 * 2048, 2048, 4), dtype="int32", box=(2, 256, 116))
+    assert layout(shape=(4, 512, 512), strides=(512 * 2048, 2048, 4), dtype="int32", box=(2, 256, 112)).box_bytes \
+        == 2 * 256 * 112 * 4 == 229_376
+
+
+def test_box_bytes_counted_with_floor_quotients():
+    """Element strides shrink the count by floor(box / stride), the innermost one too (which the TMA ignores
+    without interleave); a box dimension below its element stride counts 0, and the driver takes any box then."""
+    big = dict(shape=(256, 256, 256), strides=(65536, 256, 1), dtype="uint8")
+    lay = layout(box=(230, 4, 256), element_strides=(2, 1, 1), **big)             # 115 * 4 * 256 = 117,760
+    assert lay.box_elements == (115, 4, 256)
+    assert layout(box=(230, 4, 256), element_strides=(1, 1, 2), **big).box_elements == (230, 4, 256)  # ignored
+    refused("the box must fit in 228 KB", "(230 // 2) * (8 // 1) * (256 // 1) * 1 = 235520 bytes",
+            layout, box=(230, 8, 256), element_strides=(2, 1, 1), **big)
+    lay = layout(box=(229, 8, 256), element_strides=(2, 1, 1), **big)              # counted 114 * 8 * 256 = 233,472
+    assert lay.box_bytes == 115 * 8 * 256 > TMA_BOX_BYTES_MAX                      # the TMA delivers ceil: 115 rows
+    assert layout(box=(1, 230, 4, 256), element_strides=(2, 1, 1, 1), shape=(2,) + big["shape"],
+                  strides=(1 << 24,) + big["strides"], dtype="uint8").box_bytes == 230 * 4 * 256
 
 
 @pytest.mark.parametrize("bad", [0, 9])
@@ -207,6 +290,38 @@ def test_element_stride_range(bad):
 
 def test_element_strides_rank_mismatch():
     refused("element_strides must have one entry per dimension (rank 2)", "(1,)", layout, element_strides=(1,))
+
+
+def test_simulator_does_not_move_four_byte_float_modes():
+    """The host accepts them (the driver does); the simulator refuses to move their bits (asyncpipe.sim.tensor_map)."""
+    from asyncpipe.sim.tensor_map import numpy_dtype, simulated_words
+
+    rule = ("the simulator does not move float32_ftz, tfloat32, tfloat32_ftz tensor maps (whether the TMA flushes "
+            "or rounds their bits is not measured): use dtype='float32' here")
+    for name in ("float32_ftz", "tfloat32", "tfloat32_ftz"):
+        for fn, arg in ((numpy_dtype, name), (simulated_words, layout(dtype=name))):
+            with pytest.raises(AsyncpipeError) as info:
+                fn(arg)
+            assert str(info.value) == f"TensorMap: {rule} [asyncpipe.sim], got {name!r}"
+    assert numpy_dtype("float32") == np.float32 and numpy_dtype("bfloat16") == np.uint16
+
+
+@pytest.mark.gpu
+@pytest.mark.hopper
+@pytest.mark.simulator_too
+def test_four_byte_float_modes_encode_on_gpu_not_in_simulator():
+    from numba import cuda
+
+    from asyncpipe.backend import simulating
+
+    a = cuda.to_device(np.zeros((64, 128), np.float32))
+    for name in ("float32_ftz", "tfloat32", "tfloat32_ftz"):
+        if simulating():
+            with pytest.raises(AsyncpipeError, match="the simulator does not move float32_ftz"):
+                TensorMap.tiled(a, (16, 32), dtype=name)
+        else:
+            tmap = TensorMap.tiled(a, (16, 32), dtype=name, oob_fill="nan")
+            assert tmap.dtype == name and tmap.words().any()
 
 
 def test_message_format():

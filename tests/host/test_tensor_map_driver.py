@@ -23,6 +23,17 @@ ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data"
 N_COVER = 40_000
 
+# The sampler's kinds were drawn against asyncpipe's first rules (from the documentation). The rules found since from
+# the H200's verdicts refuse some "valid" and "edge" draws (by these rules) and accept some "off" ones (these kinds:
+# the driver takes a zero stride and interleave "32B" with any swizzle; off:dtype_unknown, for the 4-byte float modes).
+RULES_FROM_THE_DRIVER = ("the box must fit in", "the box's innermost row must be a multiple of")
+OFF_THE_DRIVER_TAKES = ("off:stride_zero", "off:interleave32_swizzle", "off:dtype_unknown")
+FOUR_BYTE_FLOAT_MODES = ("float32_ftz", "tfloat32", "tfloat32_ftz")
+# The one exception to agreement: the packed 4/6-bit dtypes, which asyncpipe refuses as not supported (their packing
+# rules are not modelled: asyncpipe.spec.tensor_map). A layout of one that the driver accepts is counted, not failed.
+PACKED_DTYPES = ("16u4_align8b", "16u4_align16b", "16u6_align16b")
+PACKED_RULE = "asyncpipe does not support the packed 4/6-bit dtypes"
+
 
 def _fresh_seed(what: str) -> int:
     seed = int.from_bytes(os.urandom(4), "little")
@@ -112,10 +123,14 @@ def test_sampler_shares(drawn):
     accepted = sum(v == "ok" for v, _ in verdicts) / len(sample)
     assert 0.35 <= accepted <= 0.7, accepted
     assert not [v for v, _ in verdicts if v.startswith("python ")], "validate_tiled raised something not a rule"
-    # a "valid" or "edge" layout breaks none of asyncpipe's rules, an "off" one breaks one
-    for lay, (v, _) in zip(sample, verdicts):
-        if lay.kind != "wild":
-            assert (v == "ok") == (not lay.kind.startswith("off:")), (lay, v)
+    # a "valid" or "edge" layout breaks none of asyncpipe's rules but those found from the driver, an "off" one
+    # breaks one unless the driver turned out to take it
+    for lay, (v, rule) in zip(sample, verdicts):
+        if lay.kind.startswith(("valid", "edge:")):
+            assert v == "ok" or rule.startswith(RULES_FROM_THE_DRIVER), (lay, v)
+        elif lay.kind.startswith("off:") and v == "ok":
+            assert lay.kind in OFF_THE_DRIVER_TAKES, (lay, v)
+            assert lay.kind != "off:dtype_unknown" or lay.dtype in FOUR_BYTE_FLOAT_MODES, (lay, v)
 
 
 def test_sampler_is_deterministic_per_seed():
@@ -370,9 +385,30 @@ def test_script_argument_errors(argv, rule, value, capsys):
 # ---------------------------------------------------------------------------------------------
 # The verdicts agree: fresh layouts on a Hopper GPU, and the committed driver verdicts
 # ---------------------------------------------------------------------------------------------
-def _report(found) -> str:
+def _as_the_driver_sees(rec: dict) -> dict:
+    """The record with its innermost byte stride set to the element size: the driver has no such parameter, so
+    there is nothing to compare there. Files drawn before the sampler's off:dtype_unknown kept the replaced dtype's
+    innermost stride (fixed with these rules; 154 records of the seed-18 file), which validate_tiled refuses."""
+    p = rec["numpy"]
+    inner = max(1, tms.DATA_TYPES[p["dtype"]][1] // 8)
+    if p["strides"][-1] == inner:
+        return rec
+    return dict(rec, numpy=dict(p, strides=p["strides"][:-1] + [inner]))
+
+
+def _compare(records) -> tuple[list, list]:
+    """(disagreements, the packed-dtype exception): records whose driver verdict differs from validate_tiled's now,
+    and among them those of a packed dtype that asyncpipe refuses as unsupported and the driver accepts."""
+    found = tms.disagreements([_as_the_driver_sees(r) for r in records])
+    excepted = [(r, c) for r, c in found if c == tms.CLASSES[2] and r["numpy"]["dtype"] in PACKED_DTYPES
+                and PACKED_RULE in r["asyncpipe"]]
+    return [f for f in found if f not in excepted], excepted
+
+
+def _report(found, excepted=()) -> str:
     counts = collections.Counter(cls for _, cls in found)
-    lines = [f"{len(found)} disagreements: {dict(counts)}"]
+    lines = [f"{len(found)} disagreements: {dict(counts)} (besides {len(excepted)} packed-dtype layouts the driver "
+             "accepts and asyncpipe does not support)"]
     for cls in tms.CLASSES[1:]:
         lines += [f"  {tms.describe(r)}" for r, c in found if c == cls][:5]
     return "\n".join(lines)
@@ -389,8 +425,9 @@ def test_verdicts_agree_on_gpu():
     base, differ = tms.address_probe(driver, enc, layouts[:500])
     if differ:           # the driver looks at the memory: encode inside a real allocation
         layouts = [lay.rebased(base) for lay in layouts]
-    found = tms.disagreements([lay.record(enc.verdict(lay)) for lay in layouts])
-    assert not found, _report(found)
+    found, excepted = _compare([lay.record(enc.verdict(lay)) for lay in layouts])
+    print(f"{len(excepted)} packed-dtype layouts accepted by the driver, not supported by asyncpipe")
+    assert not found, _report(found, excepted)
 
 
 def test_committed_driver_verdicts_agree():
@@ -401,5 +438,27 @@ def test_committed_driver_verdicts_agree():
     for path in files:
         meta, records = tms.read_records(path)
         assert records and all(r["driver_verdict"] is not None for r in records), f"{path}: no driver verdicts"
-        found = tms.disagreements(records)
-        assert not found, f"{path.name} (seed {meta.get('seed')}): " + _report(found)
+        found, excepted = _compare(records)
+        print(f"{path.name}: {len(records)} records, {len(excepted)} packed-dtype layouts accepted by the driver, "
+              "not supported by asyncpipe")
+        assert not found, f"{path.name} (seed {meta.get('seed')}): " + _report(found, excepted)
+
+
+def test_innermost_stride_and_packed_exception():
+    """The comparison's two adjustments, on made-up records: an innermost stride that is not the element size is
+    set to it (the driver never sees it), and a packed-dtype layout the driver accepts is the named exception,
+    while one of a supported dtype is a disagreement."""
+    lay = tms.Layout(tms.MADE_UP_BASE, (64, 128), (512, 2), "tfloat32", (16, 32), (1, 1), "none", "none", "none",
+                     "zero", "off:dtype_unknown")
+    rec = lay.record("CUDA_SUCCESS")
+    assert "must be contiguous" in rec["asyncpipe"]
+    assert _as_the_driver_sees(rec)["numpy"]["strides"] == [512, 4] and _compare([rec]) == ([], [])
+    packed = tms.Layout(tms.MADE_UP_BASE, (64, 256), (128, 1), "16u4_align8b", (16, 128), (1, 1), "none", "none",
+                        "none", "zero", "off:dtype_unknown").record("CUDA_SUCCESS")
+    found, excepted = _compare([packed])
+    assert found == [] and [r["numpy"]["dtype"] for r, _ in excepted] == ["16u4_align8b"]
+    refused_int = tms.Layout(tms.MADE_UP_BASE, (64, 128), (512, 4), "int32", (16, 6), (1, 1), "none", "none",
+                             "none", "zero", "valid").record("CUDA_SUCCESS")
+    found, excepted = _compare([refused_int])
+    assert [c for _, c in found] == [tms.CLASSES[2]] and excepted == []
+    assert "0 packed-dtype layouts" in _report(found)
