@@ -8,13 +8,14 @@ import contextlib
 import importlib.util
 import io
 import json
+import math
 import os
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
-from asyncpipe.constants import GLOBAL_DIM_MAX, GLOBAL_STRIDE_MAX
+from asyncpipe.constants import GLOBAL_DIM_MAX, GLOBAL_STRIDE_MAX, TMA_BOX_BYTES_MAX
 from asyncpipe.errors import AsyncpipeError
 from asyncpipe.spec import tensor_map_sample as tms
 from tests.conftest import gpu_cc
@@ -428,6 +429,64 @@ def test_verdicts_agree_on_gpu():
     found, excepted = _compare([lay.record(enc.verdict(lay)) for lay in layouts])
     print(f"{len(excepted)} packed-dtype layouts accepted by the driver, not supported by asyncpipe")
     assert not found, _report(found, excepted)
+
+
+def _counted(lay) -> int:
+    return math.prod(b // e for b, e in zip(lay.box, lay.element_strides)) * lay.itemsize
+
+
+def _box_probes() -> list:
+    """uint8 layouts around the box-bytes rule: each 16-byte step of the count from 232,448 to 236,544 bytes that a
+    box reaches (an inner row of 16..256 bytes, three outer dimensions of 1..256), then the floor count (box 229
+    with element stride 2 counts 114 rows, the TMA delivers 115; 230 counts 115) and a zero quotient (box 1 with
+    element stride 2 lets a 16 MB box pass; box 2 does not)."""
+    shapes = []
+    for total in range(232_448, 236_544 + 1, 16):
+        for inner in range(256, 15, -16):
+            box = _outer_factors(total // inner) if total % inner == 0 else None
+            if box:
+                shapes.append((box + (inner,), (1, 1, 1, 1)))
+                break
+    shapes += [((1, 229, 8, 256), (1, 2, 1, 1)), ((1, 230, 8, 256), (1, 2, 1, 1)),
+               ((1, 256, 256, 256), (2, 1, 1, 1)), ((2, 256, 256, 256), (2, 1, 1, 1))]
+    return [tms.Layout(tms.MADE_UP_BASE, (256,) * 4, (1 << 24, 1 << 16, 1 << 8, 1), "uint8", box, es, "none",
+                       "none", "none", "zero", "edge:box_bytes") for box, es in shapes]
+
+
+def _outer_factors(n: int):
+    """Three factors of ``n``, each 1..256, or None."""
+    for a in range(min(n, 256), 0, -1):
+        if n % a == 0:
+            for b in range(min(n // a, 256), 0, -1):
+                if (n // a) % b == 0 and n // a // b <= 256:
+                    return (a, b, n // a // b)
+    return None
+
+
+def test_box_probes_straddle_the_limit():
+    probes = _box_probes()
+    steps = [_counted(lay) for lay in probes[:-4]]
+    assert steps == sorted(steps) and steps[0] == 232_448 and steps[-1] == 236_544 and len(steps) > 100
+    assert 233_472 in steps and 235_520 in steps and sum(233_472 < n < 235_520 for n in steps) > 40   # the unknown
+    verdicts = [lay.asyncpipe_verdict()[0] == "ok" for lay in probes]
+    assert verdicts[:-4] == [n <= TMA_BOX_BYTES_MAX for n in steps]
+    assert verdicts[-4:] == [True, False, True, False]
+    assert probes[-4].box_bytes == 115 * 8 * 256 and _counted(probes[-4]) == 114 * 8 * 256
+
+
+@pytest.mark.gpu
+@pytest.mark.hopper
+def test_box_bytes_boundary_on_gpu():
+    """The box-bytes limit pinned on the GPU: the data put it between 233,472 (accepted) and 235,520 (refused)."""
+    from cuda.bindings import driver
+
+    tms.open_driver(driver)
+    enc = tms.DriverEncoder(driver)
+    probes = _box_probes()
+    found, _ = _compare([lay.record(enc.verdict(lay)) for lay in probes])
+    accepted = [_counted(lay) for lay in probes[:-4] if enc.verdict(lay) == tms.ACCEPTED]
+    print(f"{len(probes)} probes; the largest accepted count {max(accepted)} bytes")
+    assert not found, _report(found)
 
 
 def test_committed_driver_verdicts_agree():
