@@ -109,6 +109,7 @@ class Primitive:
     sass: tuple[str, ...] = ()      # SASS opcodes (prefixes) its codegen test must find
     arch_specific: bool = False     # needs sm_90a (wgmma, setmaxnreg)
     sim: Callable | None = field(default=None, compare=False, repr=False)
+    tensor_maps: tuple[str, ...] = ()   # operands that must be addr(tmap, 0) of a TensorMap (tensor_map_type)
 
     @property
     def symbol(self) -> str:
@@ -205,12 +206,15 @@ def _sim_pending(p: Primitive) -> Callable:
     return pending
 
 
-def primitive(signature: str, *, ptx: str, isa: int, sm: int, who: str, sass=(), arch_specific=False):
-    """Declare the primitive whose simulator body is the decorated function (see the module doc)."""
+def primitive(signature: str, *, ptx: str, isa: int, sm: int, who: str, sass=(), arch_specific=False,
+              tensor_maps=()):
+    """Declare the primitive whose simulator body is the decorated function (see the module doc).
+    ``tensor_maps``: the names of its ``voidptr`` operands that must be a tensor map's address."""
 
     def declare(body: Callable):
         stem = body.__module__.rsplit(".", 1)[-1]
-        p = Primitive(body.__name__, stem, signature, ptx, isa, sm, who, tuple(sass), arch_specific, body)
+        p = Primitive(body.__name__, stem, signature, ptx, isa, sm, who, tuple(sass), arch_specific, body,
+                      tuple(tensor_maps))
         if p.name in REGISTRY:
             raise RuntimeError(f"primitive {p.name} declared twice")
         REGISTRY[p.name] = p
@@ -220,13 +224,48 @@ def primitive(signature: str, *, ptx: str, isa: int, sm: int, who: str, sass=(),
             fn = body if has_body else _sim_pending(p)
             fn.__doc__ = doc
             return fn
-        fn = cuda.declare_device(p.symbol, signature, link=[str(p.shim_path)], abi="c")
+        fn = _require_tensor_maps(cuda.declare_device(p.symbol, signature, link=[str(p.shim_path)], abi="c"), p)
         fn.__doc__ = doc
         fn.__name__ = p.name
         fn.primitive = p
         return fn
 
     return declare
+
+
+def _require_tensor_maps(shim, p: Primitive):
+    """The function kernels call for ``p``: ``declare_device``'s ``shim`` when ``p`` takes no tensor map;
+    else a descriptor of its own whose typing accepts only a ``tensormap_ptr`` for ``p.tensor_maps``
+    (``check_tensor_map_operand``'s TypingError otherwise) and is otherwise ``shim``'s: one case, the
+    shim's signature, conversions allowed. Its template's key is ``shim``, so the call lowers to the
+    shim's own implementation (same call, same linked file): a ``tensormap_ptr`` converts to its
+    ``voidptr`` with no instruction."""
+    if not p.tensor_maps:
+        return shim
+    from numba.cuda.compiler import ExternFunction
+    from numba.cuda.descriptor import cuda_target
+    from numba.cuda.typing.templates import make_concrete_template
+
+    from .tensor_map_type import check_tensor_map_operand
+
+    names, types = list(inspect.signature(p.sim).parameters), parse_signature(p.signature)[1]
+    wrong = [n for n in p.tensor_maps if n not in names or types[names.index(n)] != "voidptr"]
+    if wrong:
+        raise RuntimeError(f"{p.name}: tensor_maps {wrong} must name voidptr arguments of {p.signature!r}")
+    positions = [(names.index(n), n) for n in p.tensor_maps]
+
+    class template(make_concrete_template(p.symbol, shim, [shim.sig])):   # key: shim, for the lowering
+        def apply(self, args, kws):
+            for i, name in positions:
+                if i < len(args):
+                    check_tensor_map_operand(p.name, name, args[i])
+            return super().apply(args, kws)
+
+    shim.__name__ = p.name                 # how numba's typing errors name the call
+    front = ExternFunction(shim.name, shim.sig)
+    cuda_target.typing_context.insert_user_function(front, template)
+    front.unchecked = shim                 # the same call typed as declared (any voidptr): the SASS tests compile both
+    return front
 
 
 def _empty():

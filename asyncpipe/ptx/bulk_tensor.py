@@ -7,8 +7,10 @@ Operands, as every function below takes them:
   (``constants.BULK_SMEM_ALIGN_TENSOR``); the box lands row-major, innermost dimension fastest
   (permuted as the map's swizzle says).
 - ``tmap``: the generic address of the map, ``addr(tmap, 0)`` of the TensorMap passed as a kernel
-  argument. A map written to global memory from the host must first be acquired by the issuing thread
-  with ``fence_proxy_tensormap_generic_acquire_gpu(addr(tmap, 0))`` (see ``TensorMap``).
+  argument (typed ``ptx.tensor_map_type.tensormap``: the address of a data array here fails to compile,
+  naming the primitive and what it got). A map written to global memory from the host must first be
+  acquired by the issuing thread with ``fence_proxy_tensormap_generic_acquire_gpu(addr(tmap, 0))`` (see
+  ``TensorMap``).
 - ``c0..c4``: int32 element coordinates of the box's first element, innermost dimension first as in
   PTX (the reverse of numpy's order). A box may hang over the tensor's edges: a load fills the
   missing elements (zero, or NaN for a float map made with ``oob_fill="nan"``) and still delivers the
@@ -38,6 +40,7 @@ box run ``fence_proxy_async_shared_cta`` and the block passes a barrier.
 from ..sim.prim import bulk_tensor as _sim
 from ._registry import primitive
 
+_TMAP = ("tmap",)    # the operand that must be addr(tmap, 0) of a TensorMap (ptx.tensor_map_type)
 _ONE = "one thread (typically elected); the TMA unit does the copy"
 _MC = ("one thread of one CTA (typically elected); every CTA in cta_mask must have initialised its "
        "mbarrier and made it visible cluster-wide first")
@@ -46,7 +49,7 @@ _MC = ("one thread of one CTA (typically elected); every CTA in cta_mask must ha
 @primitive("void(voidptr, voidptr, int32, voidptr)",
            ptx="cp.async.bulk.tensor.1d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
                "[dst], [tmap, {c0}], [bar];",
-           isa=80, sm=90, who=_ONE, sass=("UTMALDG.1D",))
+           isa=80, sm=90, who=_ONE, sass=("UTMALDG.1D",), tensor_maps=_TMAP)
 def cp_async_bulk_tensor_1d_shared_global(dst, tmap, c0, bar):
     """Loads the 1-D box at (c0) into ``dst`` and completes its bytes on ``bar``."""
     _sim.load(dst, tmap, (c0,), bar, None, "cp_async_bulk_tensor_1d_shared_global")
@@ -55,7 +58,7 @@ def cp_async_bulk_tensor_1d_shared_global(dst, tmap, c0, bar):
 @primitive("void(voidptr, voidptr, int32, voidptr, uint16)",
            ptx="cp.async.bulk.tensor.1d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
                ".multicast::cluster [dst], [tmap, {c0}], [bar], cta_mask;",
-           isa=80, sm=90, who=_MC, sass=("UTMALDG.1D.MULTICAST",), arch_specific=True)
+           isa=80, sm=90, who=_MC, sass=("UTMALDG.1D.MULTICAST",), arch_specific=True, tensor_maps=_TMAP)
 def cp_async_bulk_tensor_1d_shared_global_multicast(dst, tmap, c0, bar, cta_mask):
     """Loads the 1-D box at (c0) once and delivers it to ``dst`` in every CTA of ``cta_mask``, each
     completing its bytes on its own ``bar``."""
@@ -64,7 +67,7 @@ def cp_async_bulk_tensor_1d_shared_global_multicast(dst, tmap, c0, bar, cta_mask
 
 @primitive("void(voidptr, int32, voidptr)",
            ptx="cp.async.bulk.tensor.1d.global.shared::cta.tile.bulk_group [tmap, {c0}], [src];",
-           isa=80, sm=90, who=_ONE, sass=("UTMASTG.1D",))
+           isa=80, sm=90, who=_ONE, sass=("UTMASTG.1D",), tensor_maps=_TMAP)
 def cp_async_bulk_tensor_1d_global_shared(tmap, c0, src):
     """Stores the 1-D box in ``src`` at (c0), in this thread's bulk async-group; elements outside
     the tensor are not written."""
@@ -74,7 +77,7 @@ def cp_async_bulk_tensor_1d_global_shared(tmap, c0, src):
 @primitive("void(voidptr, voidptr, int32, int32, voidptr)",
            ptx="cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
                "[dst], [tmap, {c0, c1}], [bar];",
-           isa=80, sm=90, who=_ONE, sass=("UTMALDG.2D",))
+           isa=80, sm=90, who=_ONE, sass=("UTMALDG.2D",), tensor_maps=_TMAP)
 def cp_async_bulk_tensor_2d_shared_global(dst, tmap, c0, c1, bar):
     """Loads the 2-D box at (c0, c1) into ``dst`` and completes its bytes on ``bar``."""
     _sim.load(dst, tmap, (c0, c1,), bar, None, "cp_async_bulk_tensor_2d_shared_global")
@@ -83,7 +86,7 @@ def cp_async_bulk_tensor_2d_shared_global(dst, tmap, c0, c1, bar):
 @primitive("void(voidptr, voidptr, int32, int32, voidptr, uint16)",
            ptx="cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
                ".multicast::cluster [dst], [tmap, {c0, c1}], [bar], cta_mask;",
-           isa=80, sm=90, who=_MC, sass=("UTMALDG.2D.MULTICAST",), arch_specific=True)
+           isa=80, sm=90, who=_MC, sass=("UTMALDG.2D.MULTICAST",), arch_specific=True, tensor_maps=_TMAP)
 def cp_async_bulk_tensor_2d_shared_global_multicast(dst, tmap, c0, c1, bar, cta_mask):
     """Loads the 2-D box at (c0, c1) once and delivers it to ``dst`` in every CTA of ``cta_mask``, each
     completing its bytes on its own ``bar``."""
@@ -92,7 +95,7 @@ def cp_async_bulk_tensor_2d_shared_global_multicast(dst, tmap, c0, c1, bar, cta_
 
 @primitive("void(voidptr, int32, int32, voidptr)",
            ptx="cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group [tmap, {c0, c1}], [src];",
-           isa=80, sm=90, who=_ONE, sass=("UTMASTG.2D",))
+           isa=80, sm=90, who=_ONE, sass=("UTMASTG.2D",), tensor_maps=_TMAP)
 def cp_async_bulk_tensor_2d_global_shared(tmap, c0, c1, src):
     """Stores the 2-D box in ``src`` at (c0, c1), in this thread's bulk async-group; elements outside
     the tensor are not written."""
@@ -102,7 +105,7 @@ def cp_async_bulk_tensor_2d_global_shared(tmap, c0, c1, src):
 @primitive("void(voidptr, voidptr, int32, int32, int32, voidptr)",
            ptx="cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
                "[dst], [tmap, {c0, c1, c2}], [bar];",
-           isa=80, sm=90, who=_ONE, sass=("UTMALDG.3D",))
+           isa=80, sm=90, who=_ONE, sass=("UTMALDG.3D",), tensor_maps=_TMAP)
 def cp_async_bulk_tensor_3d_shared_global(dst, tmap, c0, c1, c2, bar):
     """Loads the 3-D box at (c0, c1, c2) into ``dst`` and completes its bytes on ``bar``."""
     _sim.load(dst, tmap, (c0, c1, c2,), bar, None, "cp_async_bulk_tensor_3d_shared_global")
@@ -111,7 +114,7 @@ def cp_async_bulk_tensor_3d_shared_global(dst, tmap, c0, c1, c2, bar):
 @primitive("void(voidptr, voidptr, int32, int32, int32, voidptr, uint16)",
            ptx="cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
                ".multicast::cluster [dst], [tmap, {c0, c1, c2}], [bar], cta_mask;",
-           isa=80, sm=90, who=_MC, sass=("UTMALDG.3D.MULTICAST",), arch_specific=True)
+           isa=80, sm=90, who=_MC, sass=("UTMALDG.3D.MULTICAST",), arch_specific=True, tensor_maps=_TMAP)
 def cp_async_bulk_tensor_3d_shared_global_multicast(dst, tmap, c0, c1, c2, bar, cta_mask):
     """Loads the 3-D box at (c0, c1, c2) once and delivers it to ``dst`` in every CTA of ``cta_mask``, each
     completing its bytes on its own ``bar``."""
@@ -120,7 +123,7 @@ def cp_async_bulk_tensor_3d_shared_global_multicast(dst, tmap, c0, c1, c2, bar, 
 
 @primitive("void(voidptr, int32, int32, int32, voidptr)",
            ptx="cp.async.bulk.tensor.3d.global.shared::cta.tile.bulk_group [tmap, {c0, c1, c2}], [src];",
-           isa=80, sm=90, who=_ONE, sass=("UTMASTG.3D",))
+           isa=80, sm=90, who=_ONE, sass=("UTMASTG.3D",), tensor_maps=_TMAP)
 def cp_async_bulk_tensor_3d_global_shared(tmap, c0, c1, c2, src):
     """Stores the 3-D box in ``src`` at (c0, c1, c2), in this thread's bulk async-group; elements outside
     the tensor are not written."""
@@ -130,7 +133,7 @@ def cp_async_bulk_tensor_3d_global_shared(tmap, c0, c1, c2, src):
 @primitive("void(voidptr, voidptr, int32, int32, int32, int32, voidptr)",
            ptx="cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
                "[dst], [tmap, {c0, c1, c2, c3}], [bar];",
-           isa=80, sm=90, who=_ONE, sass=("UTMALDG.4D",))
+           isa=80, sm=90, who=_ONE, sass=("UTMALDG.4D",), tensor_maps=_TMAP)
 def cp_async_bulk_tensor_4d_shared_global(dst, tmap, c0, c1, c2, c3, bar):
     """Loads the 4-D box at (c0, c1, c2, c3) into ``dst`` and completes its bytes on ``bar``."""
     _sim.load(dst, tmap, (c0, c1, c2, c3,), bar, None, "cp_async_bulk_tensor_4d_shared_global")
@@ -139,7 +142,7 @@ def cp_async_bulk_tensor_4d_shared_global(dst, tmap, c0, c1, c2, c3, bar):
 @primitive("void(voidptr, voidptr, int32, int32, int32, int32, voidptr, uint16)",
            ptx="cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
                ".multicast::cluster [dst], [tmap, {c0, c1, c2, c3}], [bar], cta_mask;",
-           isa=80, sm=90, who=_MC, sass=("UTMALDG.4D.MULTICAST",), arch_specific=True)
+           isa=80, sm=90, who=_MC, sass=("UTMALDG.4D.MULTICAST",), arch_specific=True, tensor_maps=_TMAP)
 def cp_async_bulk_tensor_4d_shared_global_multicast(dst, tmap, c0, c1, c2, c3, bar, cta_mask):
     """Loads the 4-D box at (c0, c1, c2, c3) once and delivers it to ``dst`` in every CTA of ``cta_mask``, each
     completing its bytes on its own ``bar``."""
@@ -148,7 +151,7 @@ def cp_async_bulk_tensor_4d_shared_global_multicast(dst, tmap, c0, c1, c2, c3, b
 
 @primitive("void(voidptr, int32, int32, int32, int32, voidptr)",
            ptx="cp.async.bulk.tensor.4d.global.shared::cta.tile.bulk_group [tmap, {c0, c1, c2, c3}], [src];",
-           isa=80, sm=90, who=_ONE, sass=("UTMASTG.4D",))
+           isa=80, sm=90, who=_ONE, sass=("UTMASTG.4D",), tensor_maps=_TMAP)
 def cp_async_bulk_tensor_4d_global_shared(tmap, c0, c1, c2, c3, src):
     """Stores the 4-D box in ``src`` at (c0, c1, c2, c3), in this thread's bulk async-group; elements outside
     the tensor are not written."""
@@ -158,7 +161,7 @@ def cp_async_bulk_tensor_4d_global_shared(tmap, c0, c1, c2, c3, src):
 @primitive("void(voidptr, voidptr, int32, int32, int32, int32, int32, voidptr)",
            ptx="cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
                "[dst], [tmap, {c0, c1, c2, c3, c4}], [bar];",
-           isa=80, sm=90, who=_ONE, sass=("UTMALDG.5D",))
+           isa=80, sm=90, who=_ONE, sass=("UTMALDG.5D",), tensor_maps=_TMAP)
 def cp_async_bulk_tensor_5d_shared_global(dst, tmap, c0, c1, c2, c3, c4, bar):
     """Loads the 5-D box at (c0, c1, c2, c3, c4) into ``dst`` and completes its bytes on ``bar``."""
     _sim.load(dst, tmap, (c0, c1, c2, c3, c4,), bar, None, "cp_async_bulk_tensor_5d_shared_global")
@@ -167,7 +170,7 @@ def cp_async_bulk_tensor_5d_shared_global(dst, tmap, c0, c1, c2, c3, c4, bar):
 @primitive("void(voidptr, voidptr, int32, int32, int32, int32, int32, voidptr, uint16)",
            ptx="cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
                ".multicast::cluster [dst], [tmap, {c0, c1, c2, c3, c4}], [bar], cta_mask;",
-           isa=80, sm=90, who=_MC, sass=("UTMALDG.5D.MULTICAST",), arch_specific=True)
+           isa=80, sm=90, who=_MC, sass=("UTMALDG.5D.MULTICAST",), arch_specific=True, tensor_maps=_TMAP)
 def cp_async_bulk_tensor_5d_shared_global_multicast(dst, tmap, c0, c1, c2, c3, c4, bar, cta_mask):
     """Loads the 5-D box at (c0, c1, c2, c3, c4) once and delivers it to ``dst`` in every CTA of ``cta_mask``, each
     completing its bytes on its own ``bar``."""
@@ -176,7 +179,7 @@ def cp_async_bulk_tensor_5d_shared_global_multicast(dst, tmap, c0, c1, c2, c3, c
 
 @primitive("void(voidptr, int32, int32, int32, int32, int32, voidptr)",
            ptx="cp.async.bulk.tensor.5d.global.shared::cta.tile.bulk_group [tmap, {c0, c1, c2, c3, c4}], [src];",
-           isa=80, sm=90, who=_ONE, sass=("UTMASTG.5D",))
+           isa=80, sm=90, who=_ONE, sass=("UTMASTG.5D",), tensor_maps=_TMAP)
 def cp_async_bulk_tensor_5d_global_shared(tmap, c0, c1, c2, c3, c4, src):
     """Stores the 5-D box in ``src`` at (c0, c1, c2, c3, c4), in this thread's bulk async-group; elements outside
     the tensor are not written."""
@@ -184,7 +187,7 @@ def cp_async_bulk_tensor_5d_global_shared(tmap, c0, c1, c2, c3, c4, src):
 
 # --- prefetch ---------------------------------------------------------------------------------------
 @primitive("void(voidptr)", ptx="prefetch.tensormap [tmap];", isa=80, sm=90, who="any thread",
-           sass=("UTMACCTL.PF",))
+           sass=("UTMACCTL.PF",), tensor_maps=_TMAP)
 def prefetch_tensormap(tmap):
     """Brings the tensor map at ``tmap`` (generic address) into the TMA unit's cache ahead of the first
     copy that uses it: a hint, no ordering (it replaces no fence)."""

@@ -41,7 +41,7 @@ def fence_proxy_async():
 
 @primitive("void(voidptr)", ptx="fence.proxy.tensormap::generic.acquire.gpu [addr], 128;", isa=83, sm=90,
            who="each thread that issues TMA with the tensor map (one thread per CTA, before its first copy)",
-           sass=("UTMACCTL.IV",))
+           sass=("UTMACCTL.IV",), tensor_maps=("tmap_addr",))
 def fence_proxy_tensormap_generic_acquire_gpu(tmap_addr):
     """Makes the 128-byte tensor map at ``tmap_addr`` (``addr(tmap, 0)``: a generic pointer into
     global memory, 64-byte aligned), as written through the generic proxy, visible to the tensormap
@@ -53,7 +53,7 @@ def fence_proxy_tensormap_generic_acquire_gpu(tmap_addr):
 
 @primitive("void(voidptr)", ptx="fence.proxy.tensormap::generic.acquire.sys [addr], 128;", isa=83, sm=90,
            who="each thread that issues TMA with the tensor map (one thread per CTA, before its first copy)",
-           sass=("UTMACCTL.IV",))
+           sass=("UTMACCTL.IV",), tensor_maps=("tmap_addr",))
 def fence_proxy_tensormap_generic_acquire_sys(tmap_addr):
     """As ``fence_proxy_tensormap_generic_acquire_gpu`` at system scope: the form the CUDA programming
     guide asks for when the map in global memory was written by the host (``cudaMemcpy``), which is
