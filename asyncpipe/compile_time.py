@@ -115,7 +115,9 @@ def _build_tma_add_one(which, stages):
     from .kernels import tma_add_one as T
     from .kernels.unroll import unrolled
 
-    u64 = types.uint64[::1]
+    from .ptx.tensor_map_type import tensormap
+
+    u64 = tensormap
     if which == "chapter":
         return unrolled(T.add_one_tma, DTYPE=types.int32, PIPE_STAGES=stages), (u64,), {}
     return unrolled(T.add_one_pipelined, DTYPE=types.int32, PIPE_STAGES=stages), (u64, types.int32, types.int32), {}

@@ -222,7 +222,9 @@ def resolve(target: Target):
     passes (numba's ``typeof`` of the device arrays and numpy scalars)."""
     from numba import types
 
-    f32, i32, u64 = types.float32[::1], types.int32, types.uint64[::1]
+    from .ptx.tensor_map_type import tensormap
+
+    f32, i32, u64 = types.float32[::1], types.int32, tensormap
     c = dict(target.config)
     if target.kernel == "sgemm":
         from .kernels import sgemm as S

@@ -352,12 +352,14 @@ def make_kernel(**config):
 
 
 def kernel_argtypes(c_bf16=True):
-    """numba argument types: three tensor maps (A, B, C: uint64[16]), C (uint32 pairs or fp32, flat),
+    """numba argument types: three tensor maps (A, B, C: ptx.tensor_map_type.tensormap), C (uint32 pairs or fp32, flat),
     M, N, K, tiles. Both epilogues take the same arguments ("direct" ignores C's tensor map)."""
     from numba import types
 
+    from ..ptx.tensor_map_type import tensormap
+
     c = types.uint32[::1] if c_bf16 else types.float32[::1]
-    return (types.uint64[::1], types.uint64[::1], types.uint64[::1], c, types.int32, types.int32, types.int32,
+    return (tensormap, tensormap, tensormap, c, types.int32, types.int32, types.int32,
             types.int32, types.int32)
 
 

@@ -16,6 +16,7 @@ from importlib import import_module
 
 from ._registry import REGISTRY, Intrinsic, Primitive, shim_dir, simulating
 from .address import ADDR, addr
+from .tensor_map_type import tensormap, tensormap_ptr   # the numba types of a TensorMap argument and its addr
 
 INTRINSICS = {ADDR.name: ADDR}    # kernel-side helpers that are no shim
 
@@ -27,4 +28,4 @@ for _stem in MODULES:
         if _p.stem == _stem:
             globals()[_name] = getattr(_mod, _name)
 
-__all__ = ["REGISTRY", "INTRINSICS", "Intrinsic", "Primitive", "addr", "shim_dir", "simulating", "MODULES", *REGISTRY]
+__all__ = ["REGISTRY", "INTRINSICS", "Intrinsic", "Primitive", "addr", "tensormap", "tensormap_ptr", "shim_dir", "simulating", "MODULES", *REGISTRY]

@@ -89,8 +89,9 @@ def test_scale_transpose_sass(page):
     from numba.cuda import types
 
     from asyncpipe.codegen import compile_kernel
+    from asyncpipe.ptx.tensor_map_type import tensormap
 
-    cubin = compile_kernel(page.scale_transpose, (types.uint64[::1], types.uint64[::1], types.float32[:, :],
+    cubin = compile_kernel(page.scale_transpose, (tensormap, tensormap, types.float32[:, :],
                                                   types.float32, types.float32))
     assert cubin.count("UTMALDG.2D") == 1 and cubin.count("UTMASTG.2D") == 1
     assert cubin.count("UTMACCTL.IV") == 2                       # fence.proxy.tensormap acquire, per map

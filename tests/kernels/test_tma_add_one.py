@@ -8,9 +8,10 @@ from numba.cuda import types
 from asyncpipe.errors import AsyncpipeError
 from asyncpipe.kernels import tma_add_one as T
 from asyncpipe.kernels.unroll import unrolled
+from asyncpipe.ptx.tensor_map_type import tensormap
 from tests.sass import assert_sass
 
-U64 = types.uint64[::1]
+U64 = tensormap                    # the kernels' TensorMap argument
 
 
 @pytest.mark.sass

@@ -22,10 +22,11 @@ from numba.cuda.np import numpy_support
 
 from asyncpipe import ptx
 from asyncpipe.constants import BULK_SMEM_ALIGN_TENSOR, TMA_COORD_ALIGN
+from asyncpipe.ptx.tensor_map_type import tensormap
 from tests.ptx.test_bulk import WAIT_NAP_NS, WAIT_TRIES
 from tests.sass import assert_sass
 
-TMAP = types.uint64[::1]                  # how a TensorMap arrives in a kernel
+TMAP = tensormap                          # how a TensorMap arrives in a kernel (ptx.tensor_map_type)
 FLAGS = types.int32[::1]
 SWIZZLE_128B_ALIGN = 1024                 # 8 rows x 128 bytes: the 128B swizzle pattern's period
 

@@ -7,10 +7,11 @@ from numba.cuda import types
 
 from asyncpipe import ptx
 from asyncpipe.constants import TENSOR_MAP_BYTES
+from asyncpipe.ptx.tensor_map_type import tensormap
 from tests.sass import assert_sass
 
 u32 = types.uint32[::1]
-u64 = types.uint64[::1]
+tmap_t = tensormap                 # the kernels' second argument: a TensorMap
 f32 = types.float32[::1]
 
 THREADS = 128
@@ -78,7 +79,7 @@ def body(cubin):
 @pytest.mark.parametrize("name", sorted(SASS))
 def test_sass(name):
     ops = ptx.REGISTRY[name].sass
-    cubin = assert_sass(SASS[name], (u32, u64), has=ops)
+    cubin = assert_sass(SASS[name], (u32, tmap_t), has=ops)
     for op in ops:   # inside the kernel (the NOP of fence.mbarrier_init is not end-of-code padding)
         assert op in body(cubin), f"{op} missing from the kernel body:\n{cubin.sass}"
 
@@ -86,9 +87,9 @@ def test_sass(name):
 @pytest.mark.sass
 def test_shared_cta_proxy_fence_is_cta_scoped():
     """The .shared::cta form needs only a CTA-scope membar; the all-spaces form a GPU-scope one."""
-    narrow = assert_sass(sass_proxy_async_shared_cta, (u32, u64), has=("FENCE.VIEW.ASYNC.S",))
+    narrow = assert_sass(sass_proxy_async_shared_cta, (u32, tmap_t), has=("FENCE.VIEW.ASYNC.S",))
     assert "MEMBAR.ALL.GPU" not in narrow.opcodes, narrow.sass
-    wide = assert_sass(sass_proxy_async, (u32, u64), has=("FENCE.VIEW.ASYNC.S",))
+    wide = assert_sass(sass_proxy_async, (u32, tmap_t), has=("FENCE.VIEW.ASYNC.S",))
     assert "MEMBAR.ALL.GPU" in wide.opcodes, wide.sass
 
 
@@ -96,7 +97,7 @@ def test_shared_cta_proxy_fence_is_cta_scoped():
 def test_mbarrier_init_fence_sits_between_init_and_barrier():
     """fence.mbarrier_init is a NOP on sm_90: it must still be there, after the init (SYNCS.EXCH.64)
     and before the block barrier that publishes it."""
-    cubin = assert_sass(sass_mbarrier_init_release_cluster, (u32, u64), has=("SYNCS.EXCH.64", "BAR.SYNC"))
+    cubin = assert_sass(sass_mbarrier_init_release_cluster, (u32, tmap_t), has=("SYNCS.EXCH.64", "BAR.SYNC"))
     ops = body(cubin)
     init = ops.index("SYNCS.EXCH.64")
     sync = next(i for i, op in enumerate(ops) if op.startswith("BAR.SYNC"))
@@ -133,7 +134,7 @@ def fences_kernel(src, dst, tmap):
 
 @pytest.mark.sass
 def test_gpu_kernel_compiles():
-    assert_sass(fences_kernel, (f32, f32, u64),
+    assert_sass(fences_kernel, (f32, f32, tmap_t),
                 has=("FENCE.VIEW.ASYNC.S", "UTMACCTL.IV", "CCTL.IVALL", "SYNCS.PHASECHK.TRANS64"))
 
 
