@@ -65,9 +65,11 @@ def global_view(tmap) -> np.ndarray:
 
 
 def fill_value(lay):
+    """The out-of-bounds fill as a value of ``numpy_dtype(lay.dtype)``: the NaN's bits for the 16-bit floats
+    (reinterpreted, not converted: np.float16(np.uint16(0x7E00)) would be 32256.0)."""
     if lay.oob_fill == "nan":
         if lay.dtype in _NAN_BITS:
-            return _NAN_BITS[lay.dtype]
+            return np.array(_NAN_BITS[lay.dtype]).view(numpy_dtype(lay.dtype))[()]
         return numpy_dtype(lay.dtype).type(np.nan)
     return numpy_dtype(lay.dtype).type(0)
 

@@ -183,7 +183,7 @@ def _strides(rng, shape, itemsize):
     out = [itemsize]
     below = shape[-1] * itemsize
     for n in reversed(shape[:-1]):
-        natural = -(-below // 16) * 16
+        natural = max(16, -(-below // 16) * 16)         # below is 0 under a stride of 0: rows of one granule
         u = rng.random()
         s = natural if u < 0.6 else natural + 16 * int(rng.integers(1, 5)) if u < 0.85 else \
             16 * int(rng.integers(1, natural // 16 + 1)) if u < 0.97 else 0      # 0: every index reads one row
