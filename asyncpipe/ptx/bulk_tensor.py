@@ -5,7 +5,9 @@ Operands, as every function below takes them:
 
 - ``dst`` / ``src``: ``addr(...)`` of this CTA's shared memory, 128-byte aligned
   (``constants.BULK_SMEM_ALIGN_TENSOR``); the box lands row-major, innermost dimension fastest
-  (permuted as the map's swizzle says).
+  (permuted as the map's swizzle says). With a swizzle, a box row narrower than the swizzle span starts a
+  span of its own (measured on the H200): the box then occupies ``TensorMap.smem_bytes`` of shared memory,
+  more than the ``box_bytes`` the mbarrier counts; reserve ``smem_bytes``.
 - ``tmap``: the generic address of the map, ``addr(tmap, 0)`` of the TensorMap passed as a kernel
   argument (typed ``ptx.tensor_map_type.tensormap``: the address of a data array here fails to compile,
   naming the primitive and what it got). A map written to global memory from the host must first be

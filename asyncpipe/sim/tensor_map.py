@@ -108,10 +108,13 @@ def store_box(tmap, coords, box: np.ndarray) -> None:
 
 
 def smem_offsets(lay, base: int) -> np.ndarray:
-    """Shared-memory byte offsets of the box's bytes, in row-major order, after the swizzle (which
+    """Shared-memory byte offsets of the box's bytes, in row-major order: box row r at ``r * smem_row_pitch`` (a
+    row narrower than the swizzle span starts a span of its own: measured on the H200), then the swizzle (which
     permutes 16-byte chunks by the absolute address: chunk bits 4..6 XOR row bits 7..9)."""
     n = lay.box_bytes
-    lin = base + np.arange(n, dtype=np.int64)
+    k = np.arange(n, dtype=np.int64)
+    inner = lay.box_elements[-1] * lay.itemsize
+    lin = base + (k // inner) * lay.smem_row_pitch + k % inner
     mask = SWIZZLE_MASK[lay.swizzle]
     if mask:
         lin = lin ^ (((lin >> 7) & mask) << 4)

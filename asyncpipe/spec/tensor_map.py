@@ -206,6 +206,23 @@ class TiledLayout:
         return math.prod(self.box_elements) * self.itemsize
 
     @property
+    def smem_row_pitch(self) -> int:
+        """Bytes from one box row (innermost dimension) to the next in shared memory: the row's bytes, or, with a
+        swizzle and a row narrower than its span, the span. Measured on the H200 (scripts/experiments/
+        tma_swizzle_rows.py, 2026-12-02): each such row starts a span of its own, and the mbarrier still counts
+        only ``box_bytes``."""
+        inner = self.box_elements[-1] * self.itemsize
+        span = SWIZZLE_SPAN_BYTES[self.swizzle] if self.interleave == "none" else None
+        return max(inner, span) if span else inner
+
+    @property
+    def smem_bytes(self) -> int:
+        """Shared memory the box occupies from its start: what a kernel must reserve for it (``box_bytes``
+        unless the rows are narrower than the swizzle span, see ``smem_row_pitch``)."""
+        rows = math.prod(self.box_elements[:-1])
+        return (rows - 1) * self.smem_row_pitch + self.box_elements[-1] * self.itemsize
+
+    @property
     def cuda_dims(self) -> list[int]:
         return list(reversed(self.shape))
 
@@ -349,7 +366,14 @@ class EncodedTensorMap:
 
     @property
     def box_bytes(self) -> int:
+        """Bytes one box delivers: the count for ``mbarrier_arrive_expect_tx``."""
         return self._layout.box_bytes
+
+    @property
+    def smem_bytes(self) -> int:
+        """Shared memory one box occupies (reserve this much): ``box_bytes``, or more when a swizzle's span is wider
+        than the box's rows, each of which then starts a span of its own (measured on the H200)."""
+        return self._layout.smem_bytes
 
     @property
     def swizzle(self) -> str:

@@ -53,6 +53,20 @@ def test_layout_is_reversed_into_cuda_order():
     assert lay.box_bytes == 2 * 16 * 32 * 4
 
 
+@pytest.mark.parametrize("swizzle, box, smem", [
+    ("none", (16, 8), 512), ("32B", (16, 4), 496), ("64B", (16, 8), 992), ("128B", (16, 8), 1952),
+    ("128B", (16, 16), 1984), ("128B", (16, 32), 2048), ("128B", (2, 3, 8), 5 * 128 + 32)])
+def test_smem_bytes_pads_rows_narrower_than_the_swizzle_span(swizzle, box, smem):
+    """Measured on the H200 (scripts/experiments/tma_swizzle_rows.py, 2026-12-02): a swizzled box whose rows are
+    narrower than the span puts each row at the start of a span of its own (the 'shared bytes touched' figures
+    above), while the mbarrier counts the dense bytes (box_bytes); without a swizzle, or with rows of the span's
+    width, the box is dense."""
+    shape, strides = ((64, 64), (256, 4)) if len(box) == 2 else ((4, 64, 64), (64 * 256, 256, 4))
+    lay = layout(shape=shape, strides=strides, box=box, swizzle=swizzle)
+    assert lay.smem_bytes == smem
+    assert lay.box_bytes == np.prod(box) * 4
+
+
 def test_box_bytes_with_element_strides():
     # ceil(16 / 3) = 6 rows; the innermost element stride is ignored without interleave
     lay = layout(box=(16, 32), element_strides=(3, 2))

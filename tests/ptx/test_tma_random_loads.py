@@ -305,9 +305,9 @@ def run_layout(rank, lay, l2, rng, budget, nan_bits):
         image = got[k].view(np.uint8)
         found, fills = ref.check_box(lay, image, bases[k], memory, coords[k], poison_bytes)
         if found and lay.swizzle != "none":
-            other, _ = ref.check_box(lay, image, bases[k], memory, coords[k], poison_bytes, ref.padded_addresses)
+            other, _ = ref.check_box(lay, image, bases[k], memory, coords[k], poison_bytes, ref.dense_addresses)
             if not other:
-                found.append("the bytes match the padded reading (every box row in a swizzle width of its own)")
+                found.append("the bytes match the dense reading (box rows back to back, then swizzled)")
         problems += [f"{name}: {p}" for p in found]
         if lay.oob_fill == "nan" and fills.size:
             nan_bits.setdefault(lay.dtype, set()).update(int(v) for v in np.unique(fills)[:4])

@@ -25,9 +25,11 @@ What the documents say, and where:
   address bits: a byte at shared address ``A`` goes to ``A ^ (((A >> 7) & (P - 1)) << 4)``.
 
 One thing the documents leave open: the CUDA programming guide asks that "if the swizzle width exceeds the
-inner dimension, the shared memory is allocated to accommodate the full swizzle width". The model here is the
-PTX ISA's (the box dense, then permuted); ``padded_addresses`` is the other reading (each box row starting a
-swizzle span of its own), used only to say which of the two a disagreeing GPU matches.
+inner dimension, the shared memory is allocated to accommodate the full swizzle width". Two readings: the box
+dense, then permuted (``dense_addresses``), or each box row starting a swizzle span of its own
+(``padded_addresses``). The H200 does the second (this test's first GPU run and
+scripts/experiments/tma_swizzle_rows.py, 2026-12-02; the mbarrier counts the dense bytes all the same), so the
+model is ``padded_addresses``; ``dense_addresses`` is kept to say which reading a disagreeing GPU matches.
 """
 
 from __future__ import annotations
@@ -124,8 +126,8 @@ def dense_addresses(lay: TmaLayout, base: int) -> np.ndarray:
 
 
 def padded_addresses(lay: TmaLayout, base: int) -> np.ndarray:
-    """The other reading of the guide (not the model): every box row starts a swizzle width of its own when the
-    inner box is narrower than it. The same as ``dense_addresses`` otherwise."""
+    """The model (measured on the H200): every box row starts a swizzle width of its own when the inner box is
+    narrower than it. The same as ``dense_addresses`` otherwise."""
     width, inner = SWIZZLE_WIDTH[lay.swizzle], lay.inner_bytes()
     k = np.arange(lay.box_bytes(), dtype=np.int64)
     if width is None or inner >= width:
@@ -148,7 +150,7 @@ def is_nan(bits: np.ndarray, dtype: str) -> np.ndarray:
 
 
 def check_box(lay: TmaLayout, got: np.ndarray, base: int, memory: np.ndarray, coords, poison: np.ndarray,
-              addresses=dense_addresses) -> tuple[list[str], np.ndarray]:
+              addresses=padded_addresses) -> tuple[list[str], np.ndarray]:
     """Compare ``got`` (the bytes of shared memory from the buffer's start, as the kernel copied them out) with
     the load of the box at ``coords`` into the buffer at byte ``base``; ``poison``: the bytes the buffer held
     before. Returns (problems, the bits of the fill elements seen) with problems empty when they agree: the
