@@ -199,7 +199,10 @@ def bench_wgmma(sizes, records: list):
                 _progress(f"wgmma GEMM bf16 n={n} epilogue={epilogue} failed: {type(exc).__name__}: {exc}")
 
 
-PARTS = ("sgemm", "tma", "cluster_sum", "wgmma")
+PARTS = ("sgemm", "tma", "cluster_sum", "wgmma", "first_call")   # first_call: every kernel's first call, cold and warm
+
+
+FIRST_CALL_JOBS = 12   # kernels compiled at once for the first-call rows (each process on one core; 16 on the H200)
 
 
 def run_bench(json_path: str | None = None, reference: str | None = None, quick: bool = False,
@@ -233,12 +236,12 @@ def run_bench(json_path: str | None = None, reference: str | None = None, quick:
             records.append(dict(kernel=part.__name__, error=f"{type(exc).__name__}: {exc}", vs={}))
 
     first_call = {}
-    if not quick and only is None:
+    if (not quick and only is None) or (only is not None and "first_call" in only):
         _progress("first calls in new processes: cold (compiling), then warm (numba's disk cache)")
         try:
             from .first_call import measure
 
-            first_call = measure()
+            first_call = measure(jobs=FIRST_CALL_JOBS)
         except Exception as exc:  # noqa: BLE001 - the kernels' figures stand without it
             _progress(f"first-call timing failed: {type(exc).__name__}: {exc}")
     doc = dict(gpu=gpu, date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
