@@ -117,8 +117,22 @@ A_KMAJOR = False                          # the kernels' default: A is read row-
 # LLVM_LOOPS: the register tile's loops (i, j; not the k-steps) left as range loops over cuda.local.array tiles,
 # unrolled by LLVM (``unroll(N, llvm=...)``): numba types one body instead of 64, the cold compile of the chapter's
 # 3-stage interior kernel 16.6 -> ~3.6 s offline, its SASS figures the same or better (bench/compile_experiments.md).
-# Only that configuration so far (``kernel_source``); the others keep the statements expanded.
+# Only the configurations of LLVM_LOOP_CONFIGS (``kernel_source``); the others keep the statements expanded.
 LLVM_LOOPS = False
+# (stages, vec_a, vec_b, edges, bk, tile, schedule) given LLVM loops: those whose SASS figures (loop length, FFMA,
+# LDS, copies, registers, spills, register-bank conflicts) were compared offline with the expanded form's and were
+# the same or better (bench/compile_experiments.md: the tables and the cold-compile seconds)
+LLVM_LOOP_CONFIGS = frozenset({
+    (3, 4, 4, False, 8, "8x8", "plain"),          # the chapter's interior kernel (b44750e): ~16 s -> ~3.6 s
+    # the fastest, 8 x 16, bk 16, kmajor, interior: 330 s -> ~12 s; its FFMAs columns outer (the expanded form's
+    # order, rows outer, gave 4 more MOVs a tile here): 208 registers instead of 224, 2203 instructions a tile
+    # instead of 2204, 473 bank-conflicted FFMAs of 2048 instead of 512
+    (3, 4, 4, False, 16, "8x16", "kmajor"),
+    # ... and its edge twin: ~830 s (loaded) -> ~19 s; 225 registers instead of 240, the same 2271 instructions a
+    # tile, 457 conflicted FFMAs instead of 535. Its epilogue keeps the rows expanded (store_c): as a loop over
+    # 8 rows of bounds-tested stores LLVM unrolled only the columns, and acc went to local memory
+    (3, 4, 4, True, 16, "8x16", "kmajor"),
+})
 # Floats of padding after each row of the A tile in shared memory, per schedule: its rows sit BK + A_PAD floats
 # apart (``a_pitch``). Chosen by measurement: on the H200 at 4096^3 (8 x 16, bk 16, 3 stages; bench/h200.md, seventh
 # session), against 44.6 TFLOPS for LDS.128 of four k-steps unpadded, the dbuf loop's A read two k-steps at a time
@@ -207,8 +221,10 @@ def ring_copies():
 
 @kernel_part
 def store_c():
-    """The epilogue: C = alpha * acc + beta * C over this thread's rows and columns, predicated at the edges."""
-    for i in unroll(TM, llvm=LLVM_LOOPS):
+    """The epilogue: C = alpha * acc + beta * C over this thread's rows and columns, predicated at the edges. Under
+    LLVM_LOOPS the rows are a loop only in the interior: at the edges LLVM does not unroll 8 rows of bounds-tested
+    stores (8 x 16), and acc, indexed by a row variable, would go to local memory."""
+    for i in unroll(TM, llvm=LLVM_LOOPS and not EDGES):
         r = row0 + row_base + ((i // 4) * ROW_STEP + i % 4 if A_KMAJOR else i * RI)
         for j in unroll(TN, llvm=LLVM_LOOPS):
             c = col0 + thread_col * 4 + (j // 4) * COL_STEP + j % 4
@@ -394,14 +410,14 @@ def sgemm_cp_async_kmajor(M, N, K, alpha, A, B, beta, C):
 
     splice(ring_copies)                               # issue(), issue_next(); tiles 0 .. AHEAD-1 in flight
 
-    acc = registers(TM, TN, dtype=float32)
-    frag_m = registers(2, TM, dtype=float32)          # [d % 2]: k-step d's A values
-    frag_n = registers(2, TN, dtype=float32)          # [d % 2]: k-step d's B values
+    acc = registers(TM, TN, dtype=float32, llvm=LLVM_LOOPS)
+    frag_m = registers(2, TM, dtype=float32, llvm=LLVM_LOOPS, init=False)   # [d % 2]: k-step d's A values
+    frag_n = registers(2, TN, dtype=float32, llvm=LLVM_LOOPS, init=False)   # [d % 2]: k-step d's B values
     ptx.cp_async_wait_group(AHEAD - 1)                # tile 0 has landed ...
     cuda.syncthreads()                                # ... for every thread
-    for i in unroll(TM):
+    for i in unroll(TM, llvm=LLVM_LOOPS):
         frag_m[0, i] = smem[row_base + (i // 4) * ROW_STEP + i % 4]
-    for j in unroll(TN):
+    for j in unroll(TN, llvm=LLVM_LOOPS):
         frag_n[0, j] = smem[BK * BM + thread_col * 4 + (j // 4) * COL_STEP + j % 4]
     # ---- main loop: as sgemm_cp_async_dbuf's --------------------------------------------------------------
     read = 0
@@ -412,22 +428,27 @@ def sgemm_cp_async_kmajor(M, N, K, alpha, A, B, beta, C):
         nread = read + TILE_FLOATS if read < (STAGES - 1) * TILE_FLOATS else 0
         for dot in unroll(BK):
             if dot < BK - 1:                          # k-step dot+1 of tile kt into the other set
-                for i in unroll(TM):
+                for i in unroll(TM, llvm=LLVM_LOOPS):
                     frag_m[(dot + 1) % 2, i] = smem[a_base + (dot + 1) * BM + (i // 4) * ROW_STEP + i % 4]
-                for j in unroll(TN):
+                for j in unroll(TN, llvm=LLVM_LOOPS):
                     frag_n[(dot + 1) % 2, j] = smem[b_base + (dot + 1) * BN + (j // 4) * COL_STEP + j % 4]
             else:                                     # tile kt+1's k-step 0 into set 0
                 ptx.cp_async_wait_group(STAGES - 2)   # tile kt+1 has landed (for this thread) ...
                 cuda.syncthreads()                    # ... for every thread; tile kt is consumed
-                for i in unroll(TM):
+                for i in unroll(TM, llvm=LLVM_LOOPS):
                     frag_m[0, i] = smem[nread + row_base + (i // 4) * ROW_STEP + i % 4]
-                for j in unroll(TN):
+                for j in unroll(TN, llvm=LLVM_LOOPS):
                     frag_n[0, j] = smem[nread + BK * BM + thread_col * 4 + (j // 4) * COL_STEP + j % 4]
             if dot == DB_SLOT:                        # tile kt + AHEAD into tile kt's stage or tile kt-1's
                 a_src, b_src = issue_next(kt, read if AHEAD == STAGES else write, a_src, b_src)
-            for i in unroll(TM):
-                for j in unroll(TN):
-                    acc[i, j] += frag_m[dot % 2, i] * frag_n[dot % 2, j]
+            if LLVM_LOOPS:                            # columns outer: 208 registers, not 224 (see LLVM_LOOP_CONFIGS)
+                for j in unroll(TN, llvm=True):
+                    for i in unroll(TM, llvm=True):
+                        acc[i, j] += frag_m[dot % 2, i] * frag_n[dot % 2, j]
+            else:
+                for i in unroll(TM):
+                    for j in unroll(TN):
+                        acc[i, j] += frag_m[dot % 2, i] * frag_n[dot % 2, j]
         write = read
         read = nread
     ptx.cp_async_wait_all()                           # nothing in flight at exit
@@ -498,7 +519,8 @@ _COPY = {4: ptx.cp_async_cg_shared_global_16_src_size, 1: ptx.cp_async_ca_shared
 
 
 def kernel_source(variant: str = "cp_async", stages: int = 3, vec_a: int = 4, vec_b: int = 4, edges: bool = True,
-                  bk: int = BK, tile: str = TILE, issue_after: int | None = None, schedule: str = SCHEDULE):
+                  bk: int = BK, tile: str = TILE, issue_after: int | None = None, schedule: str = SCHEDULE,
+                  llvm_loops: bool | None = None):
     """The unrolled Python function of one configuration (what ``kernel`` compiles). With
     ``edges=False`` (M, N multiples of 128, K of ``bk``: the chapter's case) tiles never hang over an
     edge and the loads and stores drop their bounds arithmetic. ``bk`` (cp.async only): the k-depth
@@ -507,7 +529,9 @@ def kernel_source(variant: str = "cp_async", stages: int = 3, vec_a: int = 4, ve
     experiments; None: the tile's own): where the next tile's copies go in an iteration (ISSUE_AFTER).
     ``schedule`` (cp.async only): the main loop, ``"plain"`` (``sgemm_cp_async``) or ``"dbuf"``
     (``sgemm_cp_async_dbuf``: fragments double-buffered in registers); for ``"dbuf"``, ``issue_after`` is the
-    k-step slot of the copies, 0..bk-1 (None: bk-1, right after the barrier that ends the tile's reads)."""
+    k-step slot of the copies, 0..bk-1 (None: bk-1, right after the barrier that ends the tile's reads).
+    ``llvm_loops`` (for experiments; None: ``uses_llvm_loops``): the register tile's loops left to LLVM (True) or
+    expanded statement by statement (False)."""
     # Only the branches the constants take are kept (``static_ifs``): numba's closure inlining would
     # otherwise copy ``issue_next`` (and, at the edges, its bounds arithmetic) into every k-step of the
     # loop before pruning: 2 to 4 times the compile time, minutes at the edges. The SASS is the same
@@ -531,17 +555,31 @@ def kernel_source(variant: str = "cp_async", stages: int = 3, vec_a: int = 4, ve
         if not 0 <= slot < bk:
             raise ValueError(f"issue_after (the k-step slot of the copies) must be in 0..{bk - 1} for {schedule}")
         kmajor = dict(A_KMAJOR=True, ROW_STEP=BM // (t.tm // 4)) if schedule == "kmajor" else {}
+        if llvm_loops is None:
+            llvm_loops = uses_llvm_loops(stages, vec_a, vec_b, edges, bk, tile, issue_after, schedule)
         return unrolled(sgemm_cp_async_kmajor if kmajor else sgemm_cp_async_dbuf, STAGES=stages, VEC_A=vec_a,
+                        LLVM_LOOPS=bool(llvm_loops),
                         VEC_B=vec_b, EDGES=edges, copy_a=_COPY[vec_a], copy_b=_COPY[vec_b], BK=bk,
                         LDA=a_pitch(bk, schedule), TILE_FLOATS=tile_floats(bk, schedule), RI=t.ri,
                         COL_STEP=BN // (t.tn // 4), DB_SLOT=slot, AHEAD=stages - 1 if slot < bk - 1 else stages,
                         static_ifs=True, **layout, **kmajor)
-    chapter = stages == 3 and not edges and bk == BK and tile == TILE and issue_after in (None, t.issue_after[bk])
+    if llvm_loops is None:
+        llvm_loops = uses_llvm_loops(stages, vec_a, vec_b, edges, bk, tile, issue_after, schedule)
     return unrolled(sgemm_cp_async, STAGES=stages, AHEAD=stages - 1, VEC_A=vec_a, VEC_B=vec_b, EDGES=edges,
-                    LLVM_LOOPS=chapter,
+                    LLVM_LOOPS=bool(llvm_loops),
                     copy_a=_COPY[vec_a], copy_b=_COPY[vec_b], BK=bk, LDA=a_pitch(bk, schedule),
                     TILE_FLOATS=tile_floats(bk, schedule), RI=t.ri, COL_STEP=BN // (t.tn // 4),
                     ISSUE_AFTER=t.issue_after[bk] if issue_after is None else issue_after, static_ifs=True, **layout)
+
+
+def uses_llvm_loops(stages: int = 3, vec_a: int = 4, vec_b: int = 4, edges: bool = True, bk: int = BK,
+                    tile: str = TILE, issue_after: int | None = None, schedule: str = SCHEDULE) -> bool:
+    """Whether ``kernel_source`` gives this cp.async configuration LLVM loops: one of ``LLVM_LOOP_CONFIGS``, with
+    the copies where the configuration puts them by default (``issue_after`` None or that place)."""
+    if (stages, vec_a, vec_b, edges, bk, tile, schedule) not in LLVM_LOOP_CONFIGS:
+        return False
+    default = bk - 1 if schedule in ("dbuf", "kmajor") else TILES[tile].issue_after[bk]
+    return issue_after in (None, default)
 
 
 def kernel(variant: str = "cp_async", stages: int = 3, vec_a: int = 4, vec_b: int = 4, edges: bool = True,
