@@ -20,8 +20,10 @@ from .errors import (
     DivergentBarrierError,
     DsmemLifetimeError,
     MbarrierInitError,
+    MbarrierParityError,
     MbarrierPhaseError,
     ProxyFenceError,
+    SharedBoundsError,
     SharedMemoryRaceError,
     SimError,
     SimTimeoutError,
@@ -47,5 +49,6 @@ __all__ = [
     "SimError", "UnwaitedAsyncReadError", "WaitGroupError", "DeadlockError", "DivergentBarrierError", "TxCountError",
     "ProxyFenceError",
     "MbarrierInitError", "MbarrierPhaseError", "DsmemLifetimeError", "SharedMemoryRaceError", "SimUsageError",
+    "SharedBoundsError", "MbarrierParityError",
     "SimTimeoutError", "WarpgroupError", "WgmmaFenceError", "WgmmaPendingError",
 ]

@@ -20,8 +20,8 @@ from threading import current_thread
 import numpy as np
 
 from ..spec.tensor_map import EncodedTensorMap
-from .errors import SimUsageError
-from .where import here
+from .errors import SharedBoundsError, SimUsageError
+from .where import describe_site, here
 
 SHARED, GLOBAL, TMAP, LOCAL = "shared", "global", "tensor map", "local"
 DEFAULT_SHARED_ALIGN = 16     # what nvcc gives any shared array of 16 bytes or more
@@ -43,13 +43,30 @@ def as_shape(shape) -> tuple[int, ...]:
     return (operator.index(shape),)
 
 
+class SharedAlloc:
+    """One ``cuda.shared.array`` declaration (the dynamic shared memory is one too): the bytes
+    ``lo .. hi`` it owns, at the same offsets in every CTA of the launch, and where it was declared.
+    Pointers into it (``addr``) carry it, so that a copy through one is checked to stay inside it."""
+
+    __slots__ = ("lo", "hi", "shape", "dtype", "site", "dynamic")
+
+    def __init__(self, lo, hi, shape, dtype, s, dynamic=False):
+        self.lo, self.hi, self.shape, self.dtype, self.site, self.dynamic = lo, hi, shape, dtype, s, dynamic
+
+    def describe(self) -> str:
+        what = "dynamic shared memory" if self.dynamic else f"shared array of shape {self.shape}"
+        return (f"the {self.hi - self.lo}-byte {self.dtype} {what} (shared {self.lo:#x}..{self.hi:#x}) declared at "
+                f"{describe_site(self.site)}")
+
+
 class SharedArray:
     """A shared-memory array of one CTA: element accesses are checked (see ``SharedMemory``)."""
 
-    __slots__ = ("_mem", "_np", "_off", "_isz", "shape", "dtype", "ndim", "size", "_st")
+    __slots__ = ("_mem", "_np", "_off", "_isz", "shape", "dtype", "ndim", "size", "_st", "_alloc")
 
-    def __init__(self, mem, off: int, shape: tuple[int, ...], dtype: np.dtype):
+    def __init__(self, mem, off: int, shape: tuple[int, ...], dtype: np.dtype, alloc: SharedAlloc | None = None):
         self._mem, self._off, self.dtype, self._isz = mem, off, dtype, dtype.itemsize
+        self._alloc = alloc           # the declaration it belongs to (a sub-array: its parent's)
         self.shape, self.ndim = shape, len(shape)
         self.size = math.prod(shape)
         self._np = np.frombuffer(mem.buf, dtype, count=self.size, offset=off) if self.size else \
@@ -80,7 +97,7 @@ class SharedArray:
 
     def _sub(self, flat_k):
         flat, k = flat_k
-        return SharedArray(self._mem, self._off + flat * self._isz, self.shape[k:], self.dtype)
+        return SharedArray(self._mem, self._off + flat * self._isz, self.shape[k:], self.dtype, self._alloc)
 
     def __getitem__(self, idx):
         flat = self._flat(idx)
@@ -122,7 +139,9 @@ class SharedArray:
 
 
 class Ptr:
-    """``&arr[i]``: a memory (``space``), a byte offset (an absolute address for global memory)."""
+    """``&arr[i]``: a memory (``space``), a byte offset (an absolute address for global memory). ``obj``
+    is what it points into: the ``SharedAlloc`` of a shared array, the array of a global or local one, the
+    tensor map."""
 
     __slots__ = ("space", "mem", "off", "dtype", "lo", "hi", "obj")
 
@@ -159,7 +178,7 @@ def addr(arr, idx) -> Ptr:
         flat = arr._flat(idx)
         if flat.__class__ is tuple:
             raise IndexError(f"addr: give one index per dimension of the {arr.ndim}-D shared array")
-        return Ptr(SHARED, arr._mem, arr._off + flat * arr._isz, arr.dtype)
+        return Ptr(SHARED, arr._mem, arr._off + flat * arr._isz, arr.dtype, obj=arr._alloc)
     if isinstance(arr, EncodedTensorMap):
         return Ptr(TMAP, None, 0, obj=arr)
     if isinstance(arr, LocalArray):      # wgmma accumulators: the primitive needs the array itself
@@ -233,6 +252,21 @@ def shared_operand(th, api: str, p, what: str) -> Ptr:
     return p
 
 
+def check_in_array(th, api: str, p: Ptr, nbytes: int, what: str, source: str) -> None:
+    """``nbytes`` written or read by a copy at the shared pointer ``p`` must lie inside the shared array
+    ``p`` was taken from: past its end lie padding and the next array, which the GPU would overwrite
+    (or read) in silence."""
+    a = p.obj
+    if a is None or p.off + nbytes <= a.hi:
+        return
+    start = p.off - a.lo
+    raise SharedBoundsError(api, f"a copy must stay inside the shared array its {what} points into (past its end "
+                            "lie the next arrays, which the GPU overwrites or reads in silence)",
+                            f"{nbytes} bytes at byte {start} of {a.describe()}: bytes {start}..{start + nbytes} run "
+                            f"{p.off + nbytes - a.hi} bytes past its end", source, where=here(th, None),
+                            seed=th.sim.seed)
+
+
 class SharedAllocator:
     """``cuda.shared.array`` in the simulator: one allocation per call site, at the same offset in every
     CTA of the launch (DSMEM and multicast rely on it); ``shape`` 0 is the dynamic shared memory."""
@@ -240,6 +274,7 @@ class SharedAllocator:
     def __init__(self, launch):
         self.launch = launch
         self.offsets: dict = {}
+        self.allocs: dict = {}            # call site -> SharedAlloc (one per declaration, every CTA)
         self.end = launch.dynamic_bytes_aligned
 
     def array(self, shape, dtype, alignment=None):
@@ -252,8 +287,12 @@ class SharedAllocator:
             return arr
         dt = as_dtype(dtype)
         shp = as_shape(shape)
+        alloc = self.allocs.get(key)
         if shp == (0,):
-            arr = SharedArray(cta.smem, 0, (self.launch.dynamic_bytes // dt.itemsize,), dt)
+            if alloc is None:
+                alloc = self.allocs[key] = SharedAlloc(0, self.launch.dynamic_bytes, None, dt.name,
+                                                       (f.f_code, f.f_lineno), dynamic=True)
+            arr = SharedArray(cta.smem, 0, (self.launch.dynamic_bytes // dt.itemsize,), dt, alloc)
         else:
             nbytes = math.prod(shp) * dt.itemsize
             off = self.offsets.get(key)
@@ -271,7 +310,9 @@ class SharedAllocator:
                                         where=here(th, (f.f_code, f.f_lineno)), seed=th.sim.seed)
                 self.offsets[key] = off
                 self.end = off + nbytes
-            arr = SharedArray(cta.smem, off, shp, dt)
+            if alloc is None:
+                alloc = self.allocs[key] = SharedAlloc(off, off + nbytes, shp, dt.name, (f.f_code, f.f_lineno))
+            arr = SharedArray(cta.smem, off, shp, dt, alloc)
         cta.arrays[key] = arr
         return arr
 

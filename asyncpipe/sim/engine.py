@@ -219,6 +219,11 @@ class ClusterRun:
         col = mem.w_tid[w]
         key = next((k for k, c in self.pseudo.items() if c == col), None)
         bar = self.mbarriers.get(key)
+        from .prim.mbarrier_state import parity_error_for_read
+
+        wrong = parity_error_for_read(th, bar, mem.w_clk[w] - 1, f"an access to word {w * 4:#x}", s)
+        if wrong is not None:
+            raise wrong
         name = bar.name() if bar is not None else "its mbarrier"
         last = th.last_waits.get(key)
         hint = "this thread has not waited on that barrier (nor passed a barrier after a thread that did)" \

@@ -45,6 +45,8 @@ class MbarrierPhaseError(SimError):
     waiting thread saw the one it waited for (an arrival for the next phase came too early)."""
 
 
+
+
 class TxCountError(SimError):
     """An mbarrier phase's transaction count does not match the bytes its copies deliver."""
 
@@ -68,6 +70,15 @@ class SharedMemoryRaceError(SimError):
     one before the other."""
 
 
+class MbarrierParityError(MbarrierPhaseError, UnwaitedAsyncReadError, SharedMemoryRaceError):
+    """A parity wait whose outcome depends on timing (a wrong parity): it returned at once, the phase
+    before counting as complete, and the thread read what the current phase's copy still writes (or
+    read the destination before the copy was issued); or it waits for the current phase while the phase
+    before completed unknown to it (had it come earlier, it would have returned at once). It is each
+    of the symptoms the simulator used to report instead, depending on the interleaving (an unwaited
+    read, a race with the TMA write), so code that caught those still catches it."""
+
+
 class WarpgroupError(SimError):
     """A ``.sync.aligned`` warpgroup instruction (``wgmma.*``, ``setmaxnreg``) that the 128 threads of a
     warpgroup do not execute together, with the same uniform operands, or with an operand out of range."""
@@ -85,6 +96,11 @@ class WgmmaPendingError(UnwaitedAsyncReadError):
 
 class SimUsageError(SimError):
     """An operand the hardware refuses: a misaligned or out-of-range address, a wrong state space."""
+
+
+class SharedBoundsError(SimUsageError):
+    """A copy (cp.async, cp.async.bulk, TMA) through a pointer into a shared array that runs past the
+    array's end: on the GPU it writes (or reads) the next array in silence."""
 
 
 class SimTimeoutError(SimError):

@@ -60,7 +60,7 @@ class SimThread(threading.Thread):
         self.tmaps: set = set()               # tensor maps this thread acquired (tensormap proxy fence)
         self.cp_async = None                  # cp.async groups (prim.cp_async)
         self.bulk = None                      # bulk async-groups (prim.async_ops)
-        self.last_waits: dict = {}            # mbarrier key -> (parity, phase it was in, site)
+        self.last_waits: dict = {}            # mbarrier key -> (parity, phase it was in, site, api)
         self.wgmma = None                     # wgmma fences and accumulators (prim.wgmma)
         self.local_arrays: list = []          # this thread's cuda.local.array arrays (arrays.LocalArray)
 

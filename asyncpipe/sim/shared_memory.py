@@ -150,21 +150,22 @@ class SharedMemory:
                 self.b_write.pop(b, None)
                 self.b_reads.pop(b, None)
 
-    def check_write_order(self, th, w, s, vc, me, what="write"):
+    def check_write_order(self, th, w, s, vc, me, what="write", hint="", explain=None):
         """A write (by ``th``, or by a copy ``th`` issued) at word ``w`` must come after every earlier
-        access to it: raise ``SharedMemoryRaceError`` naming the first one that is not ordered."""
+        access to it: raise ``SharedMemoryRaceError`` naming the first one that is not ordered (or the
+        error ``explain(other thread, its access, its site, w)`` gives for it, when not None)."""
         run = th.sim
         wt = self.w_tid[w]
         if wt >= 0 and wt != me and self.w_clk[w] > vc[wt] and wt < run.n_threads:
-            self.report_race(th, w, s, what, wt, self.w_clk[w], self.w_site[w], "write")
+            self.report_race(th, w, s, what, wt, self.w_clk[w], self.w_site[w], "write", hint, explain)
         rt = self.r_tid[w]
         if rt >= 0:
             if rt != me and self.r_clk[w] > vc[rt]:
-                self.report_race(th, w, s, what, rt, self.r_clk[w], self.r_site[w], "read")
+                self.report_race(th, w, s, what, rt, self.r_clk[w], self.r_site[w], "read", hint, explain)
         elif rt == MANY:
             for t, (c, rs) in self.r_many[w].items():
                 if t != me and c > vc[t]:
-                    self.report_race(th, w, s, what, t, c, rs, "read")
+                    self.report_race(th, w, s, what, t, c, rs, "read", hint, explain)
 
     # ------------------------------------------------------------------------------------------
     # Writes that land asynchronously (stamped as the landing's owner)
@@ -209,13 +210,17 @@ class SharedMemory:
                                 f"bytes {byte:#x}..{byte + nbytes:#x}", "PTX ISA", where=here(th), seed=th.sim.seed)
 
     # ------------------------------------------------------------------------------------------
-    def report_race(self, th, w, s, what, other, other_clk, other_site, other_what):
+    def report_race(self, th, w, s, what, other, other_clk, other_site, other_what, hint="", explain=None):
         run = th.sim
         other_th = run.thread_by_vci(other)
+        if explain is not None and other_th is not None:
+            err = explain(other_th, other_what, other_site, w)
+            if err is not None:
+                raise err
         raise SharedMemoryRaceError(
             "shared memory", "two threads access one word, one of them writing, with no barrier between them",
             f"a {what} of word {w * 4:#x} of block {tuple(self.cta.blockIdx)}'s shared memory by "
             f"{describe_thread(th)} and an earlier {other_what} by {describe_thread(other_th)} "
-            f"at {describe_site(other_site)}",
+            f"at {describe_site(other_site)}" + (f"; {hint}" if hint else ""),
             "CUDA programming guide, memory consistency; compute-sanitizer racecheck",
             where=here(th, s), seed=run.seed)

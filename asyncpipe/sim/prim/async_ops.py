@@ -29,9 +29,9 @@ def words_of(offsets) -> list[int]:
     return np.unique(np.asarray(offsets) >> 2).tolist()
 
 
-def check_async_write(th, mem, words, s, what):
+def check_async_write(th, mem, words, s, what, explain=None):
     """An async-proxy write (a copy ``th`` issues) into ``words``: after every earlier access, generic
-    writes fenced, nothing else pending there."""
+    writes fenced, nothing else pending there (``explain``: see ``SharedMemory.check_write_order``)."""
     sim = th.sim
     if not sim.track:
         return
@@ -44,7 +44,7 @@ def check_async_write(th, mem, words, s, what):
         if w in mem.mbar_words and sim.check_mbarrier:
             mem.mbar_words[w].report_generic_access(th, s)
         if sim.check_race:
-            mem.check_write_order(th, w, s, vc, me, what)
+            mem.check_write_order(th, w, s, vc, me, what, explain=explain)
         if sim.check_proxy:
             _check_fenced(th, mem, w, s, what, "write into")
 
@@ -105,7 +105,7 @@ class AsyncLoad:
         th, sim = self.thread, self.thread.sim
         for mem, offs, bar in self.targets:
             words = words_of(offs)
-            check_async_write(th, mem, words, self.site, self.api)
+            check_async_write(th, mem, words, self.site, self.api, _early_access(bar))
             for w in words:
                 mem.pending[w] = self
             mem.buf[offs] = 0xFF
@@ -130,16 +130,20 @@ class AsyncLoad:
             else:
                 mem.stamp_words_list(words, -1, 0, self.site)
             bar.inflight = [(op, p) for op, p in bar.inflight if op is not self]
+            bar.last_load = (self, bar.phase)
             mbarrier_state.complete_tx(bar, self.nbytes, None, self.api)
 
     def report_generic_access(self, th, mem, w, s, kind):
         bar = next(b for m, _, b in self.targets if m is mem)
         phase = next((p for op, p in bar.inflight if op is self), bar.phase)
+        wrong = mbarrier_state.parity_error_for_read(th, bar, phase, f"a {kind} of word {w * 4:#x}", s)
+        if wrong is not None:
+            raise wrong
         last = th.last_waits.get(bar.key)
         if last is None:
             hint = "this thread never waited on that barrier"
         else:
-            parity, ph, ls = last
+            parity, ph, ls = last[:3]
             hint = (f"this thread's last wait on it, at {describe_site(ls)}, asked for parity {parity} while the "
                     f"barrier was in phase {ph}" + (" and returned at once (the phase before it counts as complete: "
                                                      "wrong parity?)" if (ph & 1) != parity else ""))
@@ -151,6 +155,17 @@ class AsyncLoad:
             f"issued by {describe_thread(self.thread)} at {describe_site(self.site)}, which completes on the "
             f"{bar.name()} in phase {phase} (parity {phase & 1}); {hint}",
             _SRC_ASYNC, where=here(th, s), seed=th.sim.seed)
+
+
+def _early_access(bar):
+    """For a load about to complete on ``bar``: an earlier access to its destination that is not ordered
+    before it, by a thread whose last wait on ``bar`` returned at once in this phase, is a wrong parity."""
+    phase = bar.phase
+
+    def explain(other, other_what, other_site, w):
+        return mbarrier_state.parity_error_for_read(other, bar, phase, f"a {other_what} of word {w * 4:#x}",
+                                                    other_site)
+    return explain
 
 
 class BulkStore:

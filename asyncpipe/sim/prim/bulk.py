@@ -7,7 +7,7 @@ import ctypes
 import numpy as np
 
 from ...constants import BULK_SIZE_ALIGN
-from ..arrays import check_global, shared_operand
+from ..arrays import check_global, check_in_array, shared_operand
 from ..errors import SimUsageError
 from ..where import here
 from . import async_ops, mbarrier_state
@@ -28,6 +28,7 @@ def load(dst, src, size, bar, api="cp_async_bulk_shared_global"):
     _aligned(th, api, dst.off, "dst")
     _aligned(th, api, src.off, "src")
     dst.mem.check_range(th, api, dst.off, size, BULK_SIZE_ALIGN, "dst")
+    check_in_array(th, api, dst, size, "dst", "PTX ISA, cp.async.bulk")
     check_global(th, api, src, size)
     b = mbarrier_state.use(th, bar, api)
     _check_init_fenced(th, b, api)
@@ -46,6 +47,7 @@ def store(dst, src, size, api="cp_async_bulk_global_shared"):
     _aligned(th, api, dst.off, "dst")
     _aligned(th, api, src.off, "src")
     src.mem.check_range(th, api, src.off, size, BULK_SIZE_ALIGN, "src")
+    check_in_array(th, api, src, size, "src", "PTX ISA, cp.async.bulk")
     check_global(th, api, dst, size)
     address = dst.off
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...constants import BULK_SMEM_ALIGN_TENSOR, TMA_COORD_ALIGN, TMA_STORE_GRANULE
-from ..arrays import TMAP, Ptr, describe_operand, shared_operand
+from ..arrays import TMAP, Ptr, check_in_array, describe_operand, shared_operand
 from ..errors import ProxyFenceError, SimUsageError
 from ..tensor_map import load_box, smem_offsets, store_box
 from ..where import here
@@ -73,11 +73,14 @@ def _store_granule(th, lay, coords, api):
                         "measured on the H200 (asyncpipe.ptx.bulk_tensor)", where=here(th), seed=th.sim.seed)
 
 
-def _box_target(th, api, mem, off, lay):
+def _box_target(th, api, mem, p, lay, what):
+    """The shared-memory bytes of the box at ``p`` (in ``mem``: this CTA's, or a multicast target's)."""
+    off = p.off
     if off % BULK_SMEM_ALIGN_TENSOR:
         raise SimUsageError(api, f"the shared-memory box must be {BULK_SMEM_ALIGN_TENSOR}-byte aligned",
                             f"shared offset {off:#x}", _SRC, where=here(th), seed=th.sim.seed)
-    mem.check_range(th, api, off, lay.box_bytes, 1, "the box")
+    mem.check_range(th, api, off, lay.smem_bytes, 1, "the box")       # smem_bytes: rows padded to a swizzle span
+    check_in_array(th, api, p, lay.smem_bytes, what, _SRC)
     return smem_offsets(lay, off)
 
 
@@ -105,7 +108,7 @@ def load(dst, tmap_ptr, coords, bar, cta_mask=None, api="cp_async_bulk_tensor_sh
         b = own if r == th.cta.rank else mbarrier_state.use(th, bptr, api, remote=True)
         if b is not own:
             _check_init_fenced(th, b, api)
-        targets.append((cta.smem, _box_target(th, api, cta.smem, dst.off, lay), b))
+        targets.append((cta.smem, _box_target(th, api, cta.smem, dst, lay, "dst"), b))
     coords = _coords(th, lay, coords, api, store=False)
     kind = "TMA load" if cta_mask is None else f"TMA multicast load (ranks {ranks})"
     op = async_ops.AsyncLoad(th, api, kind, lay.box_bytes,
@@ -119,7 +122,7 @@ def store(tmap_ptr, coords, src, api="cp_async_bulk_tensor_global_shared"):
     tmap = tensor_map(th, tmap_ptr, api)
     _rank(th, tmap, coords, api)
     lay = tmap.layout
-    offs = _box_target(th, api, src.mem, src.off, lay)
+    offs = _box_target(th, api, src.mem, src, lay, "src")
     coords = _coords(th, lay, coords, api, store=True)
     _store_granule(th, lay, coords, api)
     from ..tensor_map import numpy_dtype

@@ -13,13 +13,16 @@ from __future__ import annotations
 import numpy as np
 
 from ..arrays import SHARED, Ptr
-from ..errors import MbarrierInitError, MbarrierPhaseError, SimUsageError, TxCountError
+from ..errors import MbarrierInitError, MbarrierParityError, MbarrierPhaseError, SimUsageError, TxCountError
 from ..where import describe_site, describe_thread, here, site
 from .common import acquire, clock, fenced, release_into, zeros
 
 COUNT_MAX = (1 << 20) - 1        # mbarrier.init: count in 1 .. 2**20 - 1
 TX_MAX = (1 << 20) - 1           # tx-count range: -(2**20 - 1) .. 2**20 - 1
 _SRC = "PTX ISA, mbarrier"
+_PARITY_RULE = ("a parity wait waits for the barrier's current phase when that phase has its parity, and returns at "
+                "once otherwise (the phase before counts as complete): which of the two happens must not depend on "
+                "timing (wrong parity?)")
 
 
 class Mbarrier:
@@ -38,8 +41,11 @@ class Mbarrier:
         self.init_site = None
         self.users: dict = {}             # thread vci -> clock of its last use
         self.column = None                # async-proxy clock column of copies completing here
+        self.column_phase = 0             # the phase the column was made in: completions from it on are stamped
+        self.completer = None             # vci of the thread whose arrival completed the last phase
         self.announced: list = []         # (thread, site, bytes, api) of this phase's expect_tx
         self.prev_announced: list = []    # ... and of the phase before it
+        self.last_load = None             # (op, phase it landed in) of the last TMA/bulk load completing here
 
     def name(self) -> str:
         return f"mbarrier at shared {self.off:#x} of block {tuple(self.cta.blockIdx)}"
@@ -70,6 +76,7 @@ class Mbarrier:
         sim = self.sim
         if self.column is None and sim.clocks_on and len(sim.pseudo) < sim.n_pseudo:
             self.column = sim.n_threads + len(sim.pseudo)
+            self.column_phase = self.phase
             sim.pseudo[self.key] = self.column
         return self.column
 
@@ -97,6 +104,7 @@ class Mbarrier:
         self.done_vc = done
         self.acc = np.zeros_like(done) if done is not None else None
         self.phase += 1
+        self.completer = th.vci if th is not None else None
         self.pending = self.count
         self.tx = 0
         self.expected = self.delivered = 0
@@ -197,6 +205,8 @@ def init_at(th, p, count, api, quiet=False) -> Mbarrier:
     bar.done_vc = None
     bar.inflight = []
     bar.announced, bar.prev_announced = [], []
+    bar.last_load = bar.completer = None
+    bar.column_phase = 0
     bar.users = {}
     bar.init_by, bar.init_clk, bar.init_site = th, clock(th), site(2)
     w = p.off >> 2
@@ -254,11 +264,13 @@ def wait(th, bar: Mbarrier, parity, api: str, mode: str) -> int:
     sim = th.sim
     s = site(2)
     if (bar.phase & 1) != parity:                      # the phase of that parity is the one just completed
-        th.last_waits[bar.key] = (parity, bar.phase, s)
+        th.last_waits[bar.key] = (parity, bar.phase, s, api)
         acquire(th, bar.done_vc)
         return 1
     target = bar.phase                                  # the current phase: wait for it to complete
-    th.last_waits[bar.key] = (parity, target, s)
+    th.last_waits[bar.key] = (parity, target, s, api)
+    if sim.check_mbarrier and _phase_before_unknown(th, bar):
+        raise _parity_at_wait(th, bar, parity, api, s)
 
     def what():
         return f"phase {target} (parity {parity}) of the {bar.name()}, now in {bar.state()}"
@@ -277,6 +289,46 @@ def wait(th, bar: Mbarrier, parity, api: str, mode: str) -> int:
                                  f"but is already in phase {bar.phase}", _SRC, where=here(th, s), seed=sim.seed)
     acquire(th, bar.done_vc)
     return 1
+
+
+def _phase_before_unknown(th, bar) -> bool:
+    """The phase before the current one completed, but nothing orders that before ``th`` (its own wait, or
+    a barrier after one): known only for phases stamped in the barrier's async-proxy column (TMA barriers)."""
+    ph = bar.phase
+    return (th.sim.clocks_on and bar.column is not None and ph >= 1 and ph - 1 >= bar.column_phase
+            and th.vc[bar.column] < ph and bar.completer != th.vci)
+
+
+def _load_of(bar, phase) -> str:
+    last = bar.last_load
+    if last is None or last[1] != phase:
+        return ""
+    op = last[0]
+    return f" (the {op.kind} issued by {describe_thread(op.thread)} at {describe_site(op.site)} landed)"
+
+
+def _parity_at_wait(th, bar, parity, api, s):
+    ph = bar.phase
+    return MbarrierParityError(
+        api, _PARITY_RULE, f"the wait asks for parity {parity} while the {bar.name()} is in phase {ph} (parity "
+        f"{ph & 1}), so it waits for phase {ph}; but phase {ph - 1} completed{_load_of(bar, ph - 1)} with nothing "
+        f"ordering that before this thread (no wait of its own on it, nor a barrier after one): had the wait come "
+        f"earlier, in phase {ph - 1}, it would have returned at once", _SRC, where=here(th, s), seed=th.sim.seed)
+
+
+def parity_error_for_read(th, bar, phase, what, s):
+    """The error for ``th``'s access (``what``) to data a copy writes in ``phase`` of ``bar``, when the
+    thread's last wait on ``bar`` came in that very phase and returned at once (the other parity); None
+    otherwise."""
+    last = th.last_waits.get(bar.key) if bar is not None else None
+    if last is None or last[1] != phase or (last[1] & 1) == last[0]:
+        return None
+    parity, _, ws, api = last
+    return MbarrierParityError(
+        api, _PARITY_RULE, f"the wait at {describe_site(ws)} asked for parity {parity} while the {bar.name()} was in "
+        f"phase {phase} (parity {phase & 1}): it returned at once, taking phase {phase - 1} for the one it meant, "
+        f"and the thread then made {what}, which a copy completing phase {phase} writes", _SRC,
+        where=here(th, s), seed=th.sim.seed)
 
 
 def tx_deadlock(sim):
