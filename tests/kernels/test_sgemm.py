@@ -87,6 +87,21 @@ def test_cp_async_8x16_bk16_dbuf_sass():
     assert cubin.ffma_bank_conflicts().per_ffma < 0.36
 
 
+def _kmajor_8x16_bk16_sass(edges):
+    """The 3-stage 8 x 16 bk 16 kmajor kernel's cubin and loop opcodes, checked for what its interior kernel and
+    edge twin share: no call, no local memory, no LDS.64, at most 240 registers; a tile's 2048 FFMA, 96 LDS.128 (no
+    other shared load), one barrier, one wait and 8 copies."""
+    fn = S.kernel_source("cp_async", 3, 4, 4, edges, 16, "8x16", schedule="kmajor")
+    cubin = assert_sass(fn, SIG, has=("LDGSTS.E.BYPASS.128", "LDS.128", "BAR.SYNC"),
+                        lacks=("CALL", "LDL", "STL", "LDS.64"), launch_bounds=S.launch_bounds(edges, 16, "8x16", "kmajor"))
+    assert cubin.resources.registers <= 240 and not cubin.spills
+    loop = loop_opcodes(cubin)
+    count = lambda prefix: sum(op.startswith(prefix) for op in loop)   # noqa: E731
+    assert count("FFMA") == 2048 and count("LDS.128") == 96 and count("LDS") == 96
+    assert count("BAR.SYNC") == 1 and count("DEPBAR.LE") == 1 and count("LDGSTS.E.BYPASS.128") == 8
+    return cubin, loop
+
+
 @pytest.mark.sass
 @pytest.mark.slow
 def test_cp_async_8x16_bk16_kmajor_sass():
@@ -96,14 +111,7 @@ def test_cp_async_8x16_bk16_kmajor_sass():
     quarter of its FFMAs read two registers from one bank (dbuf: 0.32); on the H200, 50.3 TFLOPS with the transpose
     against dbuf's 45.6 (bench/h200.md, eighth session). In LLVM loops (LLVM_LOOP_CONFIGS) 208 registers, 2203
     instructions a tile, 0.23 conflicted (bench/compile_experiments.md); not yet timed on the H200."""
-    fn = S.kernel_source("cp_async", 3, 4, 4, False, 16, "8x16", schedule="kmajor")
-    cubin = assert_sass(fn, SIG, has=("LDGSTS.E.BYPASS.128", "LDS.128", "BAR.SYNC"),
-                        lacks=("CALL", "LDL", "STL", "LDS.64"), launch_bounds=S.launch_bounds(False, 16, "8x16", "kmajor"))
-    assert cubin.resources.registers <= 240 and not cubin.spills
-    loop = loop_opcodes(cubin)
-    count = lambda prefix: sum(op.startswith(prefix) for op in loop)   # noqa: E731
-    assert count("FFMA") == 2048 and count("LDS.128") == 96 and count("LDS") == 96
-    assert count("BAR.SYNC") == 1 and count("DEPBAR.LE") == 1 and count("LDGSTS.E.BYPASS.128") == 8
+    cubin, loop = _kmajor_8x16_bk16_sass(edges=False)
     assert len(loop) < 2048 + 96 + 70
     # before the loop: tile 0's k-step 0 (2 + 4 LDS.128); the prologue fills all 3 stages, 8 copies a tile
     assert cubin.count("LDS.128") == 96 + 6 and cubin.count("LDGSTS.E.BYPASS.128") == 8 * 4
@@ -116,14 +124,10 @@ def test_cp_async_8x16_bk16_kmajor_edges_sass():
     form's cold compile took ~14 minutes: its loop no worse than the expanded one's (ptxas 13.5: 2271 instructions,
     240 registers, 0.26 of the FFMAs conflicted; in LLVM loops 2271, 225, 0.22), nothing in local memory (a row
     loop in the epilogue put acc there: store_c)."""
-    fn = S.kernel_source("cp_async", 3, 4, 4, True, 16, "8x16", schedule="kmajor")
-    cubin = assert_sass(fn, SIG, has=("LDGSTS.E.BYPASS.128.ZFILL", "LDS.128", "BAR.SYNC"),
-                        lacks=("CALL", "LDL", "STL", "LDS.64"), launch_bounds=S.launch_bounds(True, 16, "8x16", "kmajor"))
-    assert cubin.resources.registers <= 240 and not cubin.spills
-    loop = loop_opcodes(cubin)
-    count = lambda prefix: sum(op.startswith(prefix) for op in loop)   # noqa: E731
-    assert count("FFMA") == 2048 and count("LDS.128") == 96 and count("LDS") == 96
-    assert count("BAR.SYNC") == 1 and count("DEPBAR.LE") == 1 and count("LDGSTS") == 8
+    cubin, loop = _kmajor_8x16_bk16_sass(edges=True)
+    # B's four copies a tile zero-fill past the edges (three tiles in the prologue, one in the loop); A's read the
+    # transposed, zero-padded At, which has no edge
+    assert cubin.count("LDGSTS.E.BYPASS.128.ZFILL") == 4 * 4 and cubin.count("LDGSTS.E.BYPASS.128") == 8 * 4
     assert len(loop) <= 2271 and cubin.count("FFMA") == 2048 + 128
     assert cubin.ffma_bank_conflicts().per_ffma < 0.26
 
