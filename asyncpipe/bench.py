@@ -241,7 +241,7 @@ def run_bench(json_path: str | None = None, reference: str | None = None, quick:
         try:
             from .first_call import measure
 
-            first_call = measure(jobs=FIRST_CALL_JOBS)
+            first_call = measure(jobs=FIRST_CALL_JOBS, log=_progress)
         except Exception as exc:  # noqa: BLE001 - the kernels' figures stand without it
             _progress(f"first-call timing failed: {type(exc).__name__}: {exc}")
     doc = dict(gpu=gpu, date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),

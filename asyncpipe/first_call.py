@@ -94,16 +94,21 @@ def _cold_then_warm(name: str) -> dict[str, float]:
     return {"cold_s": runs[0], "warm_s": runs[1]}
 
 
-def measure(names=None, jobs: int = 8) -> dict[str, dict[str, float]]:
+def measure(names=None, jobs: int = 8, log=None) -> dict[str, dict[str, float]]:
     """{kernel: {"cold_s": ..., "warm_s": ...}}: each kernel in two fresh processes sharing a fresh cache of its own,
-    ``jobs`` kernels at a time; a kernel whose first call fails gets {"error": ...} and the others stand."""
+    ``jobs`` kernels at a time; a kernel whose first call fails gets {"error": ...} and the others stand. ``log``
+    (a callable taking a line) hears each kernel's row as soon as it is measured."""
     names = list(names) if names else sorted(calls(), key=lambda n: "8x16" not in n)   # the longest compiles first
 
     def one(name):
         try:
-            return name, _cold_then_warm(name)
+            row = _cold_then_warm(name)
         except Exception as exc:  # noqa: BLE001 - one kernel's failure must not hide the others' figures
-            return name, {"error": str(exc)}
+            row = {"error": str(exc)}
+        if log:
+            log(f"first call {name}: " + (row["error"][:200] if "error" in row else
+                                          f"{row['cold_s']:.2f} s cold, {row['warm_s']:.3f} s warm"))
+        return name, row
 
     with ThreadPoolExecutor(max(1, jobs)) as pool:
         return dict(pool.map(one, names))
