@@ -289,12 +289,8 @@ def test_sgemm_gpu(variant, stages, bk, tile, schedule, m, n, k, rng):
     assert rel_err(c.copy_to_host(), ref) < 1e-5
 
 
-@pytest.mark.gpu
-@pytest.mark.simulator_too
-@pytest.mark.parametrize("args", [a for a in LLVM_LOOP_KERNELS if a[0] == "cp_async"])
-@pytest.mark.parametrize("beta", [-0.5, 0.0])
-def test_llvm_loop_kernels_against_numpy(args, beta, rng):
-    """Each configuration switched to LLVM loops, through sgemm() on a problem that takes it (interior: M, N
+def _llvm_loop_case(args, beta, rng):
+    """One configuration switched to LLVM loops, through sgemm() on a problem that takes it (interior: M, N
     multiples of 128, K of bk, four k-tiles through three stages; else the edge twin, N a multiple of 4 for
     16-byte copies), C = alpha A B + beta C against float64; beta 0 on a NaN-poisoned C (C is not read:
     opaque_f32's test per element)."""
@@ -308,6 +304,26 @@ def test_llvm_loop_kernels_against_numpy(args, beta, rng):
             schedule=schedule)
     ref = 1.5 * (a.astype(np.float64) @ b) + (beta * c0.astype(np.float64) if beta else 0.0)
     assert rel_err(c.copy_to_host(), ref) < 1e-5
+
+
+_LLVM_CP_ASYNC = [a for a in LLVM_LOOP_KERNELS if a[0] == "cp_async"]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("args", _LLVM_CP_ASYNC)
+@pytest.mark.parametrize("beta", [-0.5, 0.0])
+def test_llvm_loop_kernels_against_numpy(args, beta, rng):
+    """On the GPU: every switched configuration with beta -0.5 and with beta 0 (``_llvm_loop_case``)."""
+    _llvm_loop_case(args, beta, rng)
+
+
+@pytest.mark.gpu
+@pytest.mark.simulator_too
+@pytest.mark.parametrize("args,beta", [(a, (-0.5, 0.0)[i % 2]) for i, a in enumerate(_LLVM_CP_ASYNC)])
+def test_llvm_loop_kernels_against_numpy_one_beta_each(args, beta, rng):
+    """The simulator's share (each case takes about a minute there, so each configuration runs once, the betas
+    alternating across them; the GPU runs every pair above)."""
+    _llvm_loop_case(args, beta, rng)
 
 
 @pytest.mark.gpu
