@@ -13,7 +13,7 @@ numba's index notices a changed kernel source but not a changed shim, so asyncpi
 come from ``unrolled`` sources, whose file names hash the shims' text too (``shims_digest``).
 
 ``jit(fn, **options)`` is ``cuda.jit(fn, cache=True, **options)`` with the patch installed;
-``ASYNCPIPE_JIT_CACHE=0`` turns caching off.
+``ASYNCPIPE_JIT_CACHE=0`` turns caching off, and so does ``ASYNCPIPE_DEBUG=1``.
 """
 
 from __future__ import annotations
@@ -28,7 +28,11 @@ ENV = "ASYNCPIPE_JIT_CACHE"
 
 
 def enabled() -> bool:
-    return os.environ.get(ENV, "1") not in ("0", "", "false", "no")
+    """On unless ``ASYNCPIPE_JIT_CACHE=0``, and off under ``ASYNCPIPE_DEBUG=1``: numba's index would not tell
+    a kernel built with the debug forms of the waits from one built without them."""
+    from .backend import debugging
+
+    return os.environ.get(ENV, "1") not in ("0", "", "false", "no") and not debugging()
 
 
 @functools.lru_cache(maxsize=None)

@@ -5,7 +5,8 @@
 #   run(command="COMMIT=<sha of this tree> bash scripts/gpu_check.sh", carry=[".whl", ".ref"])
 # .whl holds numpy 2.4 (the image's numpy 2.5 breaks numba-cuda 0.30.4) and pytest; .ref is an
 # ignored copy of ../shared/reference (the yardstick programs; never committed).
-# Environment: STEPS (default "tests sanitizer bench"; add "tune" for the tuner's tables (TUNE_KERNELS, TUNE_ARGS), "sweep" for
+# Environment: STEPS (default "tests debug sanitizer bench"; "debug": the GPU tests of the kernels with waits again under
+# ASYNCPIPE_DEBUG=1 (DEBUG_TESTS, DEBUG_TIMEOUT); add "tune" for the tuner's tables (TUNE_KERNELS, TUNE_ARGS), "sweep" for
 # scripts/sgemm_sweep.py, "profile" for scripts/profile_sgemm.sh over PROFILE (sweep names), "order" for
 # scripts/stage_order.py (ORDER_ARGS)), PYTEST_ARGS, JOBS, SANITIZER_TOOLS, SANITIZER_TESTS,
 # PYTEST_K (a -k expression), SAN_JOBS, SAN_SPLIT ("file": one sanitizer process per test file, the default; "test":
@@ -14,7 +15,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/asyncpipe-out}; mkdir -p "$OUT"
-export STEPS=${STEPS:-"tests sanitizer bench"}
+export STEPS=${STEPS:-"tests debug sanitizer bench"}
 export PYTHONUNBUFFERED=1
 if [ -d .whl ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target .site .whl/*.whl || exit 1
@@ -88,6 +89,19 @@ if [[ $STEPS == *tests* ]]; then
     > "$OUT/gpu_tests.log" 2>&1
   grep FAIL "$OUT/gpu_tests.log" | head -40
   row "gpu tests" "$(tail -1 "$OUT/gpu_tests.log") ($(( $(date +%s) - t0 )) s)"
+fi
+# debug mode (ASYNCPIPE_DEBUG=1: the bounded waits, asyncpipe/backend/hang.py) must change no answer: the GPU tests
+# of every kernel with mbarrier waits, named or cluster barriers, run again in it (DEBUG_TESTS)
+DEBUG_DEFAULT="tests/kernels/test_wgmma_gemm.py tests/kernels/test_tma_add_one.py tests/kernels/test_cluster_sum.py \
+  tests/pipeline tests/ptx/test_mbarrier.py tests/ptx/test_barrier.py tests/ptx/test_cluster.py tests/ptx/test_bulk_tensor.py \
+  tests/ptx/test_bulk.py tests/ptx/test_wgmma.py"
+if [[ $STEPS == *debug* ]]; then
+  t0=$(date +%s)
+  ASYNCPIPE_DEBUG=1 ASYNCPIPE_DEBUG_TIMEOUT=${DEBUG_TIMEOUT:-5} python3 scripts/run_isolated.py -j "$JOBS" \
+    --timeout "${TEST_TIMEOUT:-300}" --log "$OUT/debug_failures.log" -m "gpu or hopper" ${DEBUG_TESTS:-$DEBUG_DEFAULT} \
+    > "$OUT/debug_tests.log" 2>&1
+  grep FAIL "$OUT/debug_tests.log" | head -40
+  row "gpu tests, ASYNCPIPE_DEBUG=1" "$(tail -1 "$OUT/debug_tests.log") ($(( $(date +%s) - t0 )) s)"
 fi
 wait
 if [[ $STEPS == *sanitizer* ]]; then

@@ -33,6 +33,7 @@ from typing import Protocol
 from ..errors import AsyncpipeError
 
 ENV_SIM = "ASYNCPIPE_SIM"
+ENV_DEBUG = "ASYNCPIPE_DEBUG"
 ENV_NUMBA_SIM = "NUMBA_ENABLE_CUDASIM"
 _API = "import asyncpipe"
 _SOURCE = "numba reads NUMBA_ENABLE_CUDASIM when numba.cuda is first imported"
@@ -105,6 +106,19 @@ def simulating() -> bool:
     return _SIMULATING
 
 
+_DEBUGGING: bool | None = None
+
+
+def debugging() -> bool:
+    """True when ``ASYNCPIPE_DEBUG`` was set (not ``0``) when asyncpipe was imported: kernels then call the
+    bounded forms of the blocking waits and a launch that would hang raises ``HangError``
+    (``asyncpipe.backend.hang``). On the GPU only; the simulator names a deadlock whatever the mode."""
+    global _DEBUGGING
+    if _DEBUGGING is None:
+        _DEBUGGING = _on(ENV_DEBUG) and not simulating()
+    return _DEBUGGING
+
+
 def current() -> Backend:
     """The chosen ``Backend``, loaded (and, for the simulator, installed into numba) on first use."""
     global _CURRENT
@@ -126,7 +140,11 @@ def current() -> Backend:
             from .gpu import GpuBackend
 
             _CURRENT = GpuBackend()
+            if debugging():
+                from . import hang
+
+                hang.install()
     return _CURRENT
 
 
-__all__ = ["Backend", "ENV_NUMBA_SIM", "ENV_SIM", "choose", "current", "simulating"]
+__all__ = ["Backend", "ENV_DEBUG", "ENV_NUMBA_SIM", "ENV_SIM", "choose", "current", "debugging", "simulating"]

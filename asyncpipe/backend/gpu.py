@@ -171,13 +171,30 @@ def prepare_launch(kernel, grid, block, *args, cluster=None, shared_mem: int = 0
         core_config = CoreLaunchConfig(grid=config.clusters, cluster=config.cluster, block=config.block,
                                        shmem_size=config.shared_mem, is_cooperative=kern.cooperative)
     kernelargs = tuple(kernelargs)
+    debug = _debug_hook(cufunc, kern, config)
 
     def run():
+        armed = debug and debug()
         core_launch(core_stream, core_config, cufunc.kernel, *kernelargs)
+        if armed:
+            armed.check(core_stream)
         for writeback in retr:
             writeback()
 
     return PreparedLaunch(config, run, (*keep, stream, kern))
+
+
+def _debug_hook(cufunc, kern, config):
+    """With ``ASYNCPIPE_DEBUG=1``: what arms a launch of a kernel with debug forms (``asyncpipe.backend.hang``);
+    None otherwise."""
+    from . import debugging
+
+    if not debugging():
+        return None
+    from . import hang
+
+    name = kern.py_func.__qualname__
+    return lambda: hang.arm(cufunc, name, config.grid, config.block, config.cluster)
 
 
 def launch(kernel, grid, block, *args, cluster=None, shared_mem: int = 0, stream=0, nonportable: bool = False):

@@ -110,6 +110,7 @@ class Primitive:
     arch_specific: bool = False     # needs sm_90a (wgmma, setmaxnreg)
     sim: Callable | None = field(default=None, compare=False, repr=False)
     tensor_maps: tuple[str, ...] = ()   # operands that must be addr(tmap, 0) of a TensorMap (tensor_map_type)
+    debug: bool = False             # a blocking wait with a bounded form in ptx_shims/debug.cu (ASYNCPIPE_DEBUG)
 
     @property
     def symbol(self) -> str:
@@ -118,6 +119,11 @@ class Primitive:
     @property
     def shim_path(self) -> Path:
         return shim_dir() / f"{self.stem}.cu"
+
+    @property
+    def debug_symbol(self) -> str:
+        """The shim of its debug form (``ap_debug_<name>`` in ``ptx_shims/debug.cu``), for ``debug=True``."""
+        return f"{SHIM_PREFIX}debug_{self.name}"
 
     @property
     def arch(self) -> str:
@@ -154,6 +160,10 @@ class Primitive:
 
 
 REGISTRY: dict[str, Primitive] = {}
+# name -> the kernel-side function of a blocking primitive's debug form (see ``asyncpipe.ptx.debug``):
+# declared on the GPU whatever the mode; ASYNCPIPE_DEBUG=1 makes it the one ``asyncpipe.ptx`` exports.
+DEBUG_FORMS: dict[str, Callable] = {}
+DEBUG_SHIM = "debug.cu"
 
 
 @dataclass(frozen=True)
@@ -207,14 +217,16 @@ def _sim_pending(p: Primitive) -> Callable:
 
 
 def primitive(signature: str, *, ptx: str, isa: int, sm: int, who: str, sass=(), arch_specific=False,
-              tensor_maps=()):
+              tensor_maps=(), debug=False):
     """Declare the primitive whose simulator body is the decorated function (see the module doc).
-    ``tensor_maps``: the names of its ``voidptr`` operands that must be a tensor map's address."""
+    ``tensor_maps``: the names of its ``voidptr`` operands that must be a tensor map's address.
+    ``debug``: a blocking wait whose bounded form ``ap_debug_<name>`` is in ``ptx_shims/debug.cu``;
+    with ``ASYNCPIPE_DEBUG=1`` kernels call that form instead (``asyncpipe.backend.debugging``)."""
 
     def declare(body: Callable):
         stem = body.__module__.rsplit(".", 1)[-1]
         p = Primitive(body.__name__, stem, signature, ptx, isa, sm, who, tuple(sass), arch_specific, body,
-                      tuple(tensor_maps))
+                      tuple(tensor_maps), debug)
         if p.name in REGISTRY:
             raise RuntimeError(f"primitive {p.name} declared twice")
         REGISTRY[p.name] = p
@@ -225,6 +237,12 @@ def primitive(signature: str, *, ptx: str, isa: int, sm: int, who: str, sass=(),
             fn.__doc__ = doc
             return fn
         fn = _require_tensor_maps(cuda.declare_device(p.symbol, signature, link=[str(p.shim_path)], abi="c"), p)
+        if p.debug:
+            bounded = cuda.declare_device(p.debug_symbol, signature, link=[str(shim_dir() / DEBUG_SHIM)], abi="c")
+            for f in (fn, bounded):
+                f.__doc__, f.__name__, f.primitive = doc, p.name, p
+            DEBUG_FORMS[p.name] = bounded
+            return bounded if backend.debugging() else fn
         fn.__doc__ = doc
         fn.__name__ = p.name
         fn.primitive = p

@@ -13,7 +13,7 @@ from ._registry import primitive
 _WHO = "every thread of the b taking part (whole warps, converged), with the same a and b"
 
 
-@primitive("void(uint32, uint32)", ptx="bar.sync a, b;", isa=20, sm=20, who=_WHO, sass=("BAR.SYNC",))
+@primitive("void(uint32, uint32)", ptx="bar.sync a, b;", isa=20, sm=20, who=_WHO, sass=("BAR.SYNC",), debug=True)
 def bar_sync(a, b):
     """Arrives at barrier ``a`` and waits until ``b`` threads have arrived (by ``bar_sync`` or
     ``bar_arrive``) in this phase. Shared-memory writes of every arriving thread before the barrier
@@ -22,7 +22,7 @@ def bar_sync(a, b):
     _sim.bar_sync(a, b)
 
 
-@primitive("void(uint32, uint32)", ptx="bar.arrive a, b;", isa=20, sm=20, who=_WHO, sass=("BAR.ARV",))
+@primitive("void(uint32, uint32)", ptx="bar.arrive a, b;", isa=20, sm=20, who=_WHO, sass=("BAR.ARV",), debug=True)
 def bar_arrive(a, b):
     """Arrives at barrier ``a`` (counting towards ``b``) and returns at once: the thread's earlier
     shared-memory writes are released to the threads that ``bar_sync`` on ``a`` in this phase. Same

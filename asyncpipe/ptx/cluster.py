@@ -41,7 +41,7 @@ _SREG = "uint32()"
 # barrier.cluster
 # ---------------------------------------------------------------------------------------------
 @primitive("void()", ptx="barrier.cluster.arrive;", isa=78, sm=90, who=_ALL,
-           sass=("MEMBAR.ALL.GPU", "UCGABAR_ARV"))
+           sass=("MEMBAR.ALL.GPU", "UCGABAR_ARV"), debug=True)
 def barrier_cluster_arrive():
     """Marks this thread's arrival at the cluster barrier without waiting. No ``.sem`` means
     ``.release``: this thread's memory accesses before the arrive are visible to every thread of the
@@ -53,7 +53,7 @@ def barrier_cluster_arrive():
     _sim.arrive(True, "barrier_cluster_arrive")
 
 
-@primitive("void()", ptx="barrier.cluster.arrive.relaxed;", isa=80, sm=90, who=_ALL, sass=("UCGABAR_ARV",))
+@primitive("void()", ptx="barrier.cluster.arrive.relaxed;", isa=80, sm=90, who=_ALL, sass=("UCGABAR_ARV",), debug=True)
 def barrier_cluster_arrive_relaxed():
     """Marks this thread's arrival at the cluster barrier without waiting and without ordering
     memory (``.relaxed``): only the arrival itself is seen. Use it when the barrier only says "this
@@ -64,7 +64,8 @@ def barrier_cluster_arrive_relaxed():
     _sim.arrive(False, "barrier_cluster_arrive_relaxed")
 
 
-@primitive("void()", ptx="barrier.cluster.wait;", isa=78, sm=90, who=_ALL, sass=("UCGABAR_WAIT", "CCTL.IVALL"))
+@primitive("void()", ptx="barrier.cluster.wait;", isa=78, sm=90, who=_ALL, sass=("UCGABAR_WAIT", "CCTL.IVALL"),
+           debug=True)
 def barrier_cluster_wait():
     """Waits until every non-exited thread of every CTA in the cluster has arrived at the cluster
     barrier. No ``.sem`` means ``.acquire``: after it, this thread sees the memory accesses that the

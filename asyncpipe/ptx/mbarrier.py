@@ -80,7 +80,7 @@ def mbarrier_complete_tx(addr, tx_count):
 
 
 @primitive(_WAIT, ptx="mbarrier.try_wait.parity.shared::cta.b64 p, [addr], phase_parity;", isa=78, sm=90,
-           who=_WAITER, sass=("SYNCS.PHASECHK.TRANS64.TRYWAIT",))
+           who=_WAITER, sass=("SYNCS.PHASECHK.TRANS64.TRYWAIT",), debug=True)
 def mbarrier_try_wait_parity(addr, phase_parity):
     """One attempt to see the phase of parity ``phase_parity`` (0 or 1) complete: returns 1 if it has,
     0 if it has not yet (the hardware may first suspend the thread for a while). With 1 it acquires
@@ -90,7 +90,7 @@ def mbarrier_try_wait_parity(addr, phase_parity):
 
 
 @primitive(_WAIT, ptx="mbarrier.test_wait.parity.shared::cta.b64 p, [addr], phase_parity;", isa=78, sm=80,
-           who=_WAITER, sass=("SYNCS.PHASECHK.TRANS64",))
+           who=_WAITER, sass=("SYNCS.PHASECHK.TRANS64",), debug=True)
 def mbarrier_test_wait_parity(addr, phase_parity):
     """As ``mbarrier_try_wait_parity`` but never suspends: tests once and returns 1 (the phase of
     parity ``phase_parity`` has completed, with acquire semantics) or 0."""
@@ -98,7 +98,7 @@ def mbarrier_test_wait_parity(addr, phase_parity):
 
 
 @primitive(_BAR, ptx="mbarrier.try_wait.parity.shared::cta.b64 p, [addr], phase_parity; (repeated until p)",
-           isa=78, sm=90, who=_WAITER, sass=("SYNCS.PHASECHK.TRANS64.TRYWAIT",))
+           isa=78, sm=90, who=_WAITER, sass=("SYNCS.PHASECHK.TRANS64.TRYWAIT",), debug=True)
 def mbarrier_wait_parity(addr, phase_parity):
     """Blocks until the phase of parity ``phase_parity`` has completed: ``mbarrier_try_wait_parity``
     in a loop. It returns only when that phase completes, so every arrival and byte the phase expects
