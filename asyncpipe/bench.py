@@ -270,7 +270,10 @@ def format_table(doc: dict) -> str:
         lines.append(f"{r['kernel']:24s} {'x'.join(map(str, r['shape'])):18s} {cfg:>6} "
                      f"{r['ms']:8.3f} {fig:>12s}  {vs}")
     if doc.get("first_call"):
-        lines.append("first call in a new process (s): " + ", ".join(
+        inits = [v["numba_init_s"] for v in doc["first_call"].values() if "numba_init_s" in v]
+        lines.append("first call in a new process (s)" + (f", after numba's own init ({min(inits):.2f}-"
+                                                           f"{max(inits):.2f} s once per process)" if inits else "")
+                     + ": " + ", ".join(
             f"{k} ERROR {v['error'][:80]}" if "error" in v else f"{k} {v['cold_s']:.1f} cold / {v['warm_s']:.2f} warm"
             for k, v in doc["first_call"].items()))
     return "\n".join(lines)

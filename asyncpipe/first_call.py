@@ -4,8 +4,10 @@ Every kernel configuration ``python -m asyncpipe bench`` times has a first call 
 configurations, at a small size). ``python -m asyncpipe.first_call [NAME ...]`` times, in this process, the first
 call of each named one (all by default): the call compiles the kernel, or loads it from numba's disk cache, then
 runs it; it prints one JSON object ``{name: seconds}``. ``measure()`` gives each kernel a fresh cache folder of
-its own and runs it twice in fresh processes: the first run is cold, the second warm. Kernels are measured
-``jobs`` at a time (each process compiles on one core). Needs a GPU.
+its own and runs it twice in fresh processes: the first run is cold, the second warm. Each process first pays
+numba's own initialisation of its CUDA target (``numba_init_s``, once per process, whatever the kernel), so the
+first call of a kernel in a fresh process takes ``numba_init_s + warm_s`` (or ``+ cold_s``). Kernels are
+measured ``jobs`` at a time (each process compiles on one core). Needs a GPU.
 """
 
 from __future__ import annotations
@@ -62,6 +64,21 @@ def calls() -> dict:
     return out
 
 
+NUMBA_INIT = "_numba_init"
+
+
+def numba_init_seconds() -> float:
+    """Seconds numba takes to initialise its CUDA target in this process (``BaseContext.refresh``: its
+    implementation modules and registries; asyncpipe.backend.numba_init keeps scipy out). The first compile
+    or cache load of any kernel pays it once per process; ``main`` pays it first so that each kernel's row
+    is its own."""
+    from numba.cuda.descriptor import cuda_target
+
+    t0 = time.perf_counter()
+    cuda_target.target_context.refresh()
+    return time.perf_counter() - t0
+
+
 def main(names=None) -> int:
     from numba import cuda
 
@@ -71,7 +88,7 @@ def main(names=None) -> int:
         print(f"first_call: unknown kernel(s) {', '.join(unknown)}; known: {', '.join(table)}", file=sys.stderr)
         return 2
     cuda.synchronize()                       # context creation is not the kernel's cost
-    times = {}
+    times = {NUMBA_INIT: numba_init_seconds()}
     for name in names or table:
         t0 = time.perf_counter()
         table[name]()
@@ -90,8 +107,8 @@ def _cold_then_warm(name: str) -> dict[str, float]:
                                  text=True)
             if out.returncode:
                 raise RuntimeError(f"first call of {name} failed: {out.stderr.strip()[-400:]}")
-            runs.append(json.loads(out.stdout.strip().splitlines()[-1])[name])
-    return {"cold_s": runs[0], "warm_s": runs[1]}
+            runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    return {"cold_s": runs[0][name], "warm_s": runs[1][name], "numba_init_s": runs[1][NUMBA_INIT]}
 
 
 def measure(names=None, jobs: int = 8, log=None) -> dict[str, dict[str, float]]:
@@ -107,7 +124,8 @@ def measure(names=None, jobs: int = 8, log=None) -> dict[str, dict[str, float]]:
             row = {"error": str(exc)}
         if log:
             log(f"first call {name}: " + (row["error"][:200] if "error" in row else
-                                          f"{row['cold_s']:.2f} s cold, {row['warm_s']:.3f} s warm"))
+                                          f"{row['cold_s']:.2f} s cold, {row['warm_s']:.3f} s warm "
+                                          f"(+ {row['numba_init_s']:.2f} s numba's init per process)"))
         return name, row
 
     with ThreadPoolExecutor(max(1, jobs)) as pool:

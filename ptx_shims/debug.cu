@@ -6,8 +6,11 @@
 // so the kernel ends and the host raises HangError instead of hanging. Off by default: the normal
 // shims do not link this file, so a kernel built without ASYNCPIPE_DEBUG has none of it in its SASS.
 //
-// A wait that gives up returns as if its barrier had completed: the kernel runs on to its end with
-// wrong data, and the host discards the launch's results by raising.
+// A wait that gives up, and every wait after it, ends its thread (PTX `exit`) rather than return: a
+// thread that ran on would arrive again on barriers whose phase never completed (an arrival-count
+// underflow, which the H200 answers with CUDA_ERROR_LAUNCH_FAILED and a dead context, measured), and
+// an exiting thread releases the CTA and cluster barriers it holds up (PTX ISA, exit). The launch's
+// results are wrong; the host raises instead of returning them.
 #include "common.cuh"
 
 // What a wait that gave up leaves for the host. Field order and types are the host's
@@ -68,18 +71,23 @@ static __device__ __noinline__ void ap_debug_give_up(unsigned kind, unsigned bar
   atomicExch(&ap_debug.recorded, 1u);
 }
 
-// True when this wait must stop: another wait gave up (counted as released), or this one ran out of
-// time since `start` (recorded).
-static __device__ __forceinline__ bool ap_debug_expired(unsigned long long start, unsigned kind, unsigned barrier,
-                                                        unsigned phase, unsigned arrived, unsigned expected) {
+static __device__ __forceinline__ void ap_exit() {
+  asm volatile("exit;" ::: "memory");
+}
+
+// Ends this thread when its wait must stop: another wait gave up (counted as released), or this one
+// ran out of time since `start` (recorded first). Returns only while the wait may go on.
+static __device__ __forceinline__ void ap_debug_check(unsigned long long start, unsigned kind, unsigned barrier,
+                                                      unsigned phase, unsigned arrived, unsigned expected) {
   if (ap_debug_aborted()) {
     atomicAdd(&ap_debug.released, 1u);
-    return true;
+    ap_exit();
   }
   const unsigned long long elapsed = ap_now() - start;
-  if (elapsed <= ap_debug.timeout_ns) return false;
-  ap_debug_give_up(kind, barrier, phase, arrived, expected, elapsed);
-  return true;
+  if (elapsed > ap_debug.timeout_ns) {
+    ap_debug_give_up(kind, barrier, phase, arrived, expected, elapsed);
+    ap_exit();
+  }
 }
 
 static __device__ __forceinline__ unsigned ap_try_wait(unsigned bar, unsigned parity) {
@@ -101,25 +109,21 @@ static __device__ __forceinline__ unsigned ap_try_wait(unsigned bar, unsigned pa
 extern "C" __device__ void ap_debug_mbarrier_wait_parity(void* addr, unsigned phase_parity) {
   const unsigned bar = ap_smem(addr);
   const unsigned long long start = ap_now();
-  while (!ap_try_wait(bar, phase_parity)) {
-    if (ap_debug_expired(start, AP_DEBUG_MBARRIER_WAIT, bar, phase_parity, 0, 0)) return;
-  }
+  while (!ap_try_wait(bar, phase_parity)) ap_debug_check(start, AP_DEBUG_MBARRIER_WAIT, bar, phase_parity, 0, 0);
 }
 
 // mbarrier_try_wait_parity: one attempt may return 0, so a caller loops on it; the loop is made here,
-// bounded, and returns 1 once the phase completed or the wait gave up. (A caller that does work of
-// its own between attempts, work the phase depends on, would be reported as a hang.)
+// bounded, and returns 1 once the phase completed. (A caller that does work of its own between
+// attempts, work the phase depends on, would be reported as a hang.)
 extern "C" __device__ unsigned ap_debug_mbarrier_try_wait_parity(void* addr, unsigned phase_parity) {
   const unsigned bar = ap_smem(addr);
   const unsigned long long start = ap_now();
-  while (!ap_try_wait(bar, phase_parity)) {
-    if (ap_debug_expired(start, AP_DEBUG_MBARRIER_TRY_WAIT, bar, phase_parity, 0, 0)) return 1;
-  }
+  while (!ap_try_wait(bar, phase_parity)) ap_debug_check(start, AP_DEBUG_MBARRIER_TRY_WAIT, bar, phase_parity, 0, 0);
   return 1;
 }
 
-// mbarrier_test_wait_parity never waits; once a wait of the launch has given up it answers 1, so that
-// a caller's loop on it ends too.
+// mbarrier_test_wait_parity never waits; once a wait of the launch has given up, a test that fails
+// ends its thread, so that a caller's loop on it ends too.
 extern "C" __device__ unsigned ap_debug_mbarrier_test_wait_parity(void* addr, unsigned phase_parity) {
   unsigned done;
   asm volatile(
@@ -129,7 +133,11 @@ extern "C" __device__ unsigned ap_debug_mbarrier_test_wait_parity(void* addr, un
       : "=r"(done)
       : "r"(ap_smem(addr)), "r"(phase_parity)
       : "memory");
-  return done | ap_debug_aborted();
+  if (!done && ap_debug_aborted()) {
+    atomicAdd(&ap_debug.released, 1u);
+    ap_exit();
+  }
+  return done;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -176,7 +184,7 @@ extern "C" __device__ void ap_debug_bar_sync(unsigned a, unsigned b) {
     for (;;) {
       const unsigned long long now = *word;
       if (((static_cast<unsigned>(now >> 16)) & 0xffffu) != gen) break;
-      if (ap_debug_expired(start, AP_DEBUG_NAMED_BARRIER, a, gen, static_cast<unsigned>(now) & 0xffffu, b)) break;
+      ap_debug_check(start, AP_DEBUG_NAMED_BARRIER, a, gen, static_cast<unsigned>(now) & 0xffffu, b);
       __nanosleep(64);
     }
   }
@@ -256,8 +264,7 @@ extern "C" __device__ void ap_debug_barrier_cluster_wait() {
   for (;;) {
     const unsigned long long now = *count;
     if (now >= target) break;
-    if (ap_debug_expired(start, AP_DEBUG_CLUSTER_BARRIER, cluster, uses - 1,
-                         static_cast<unsigned>(now - (target - n)), n)) break;
+    ap_debug_check(start, AP_DEBUG_CLUSTER_BARRIER, cluster, uses - 1, static_cast<unsigned>(now - (target - n)), n);
     __nanosleep(64);
   }
   __threadfence();

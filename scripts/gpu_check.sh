@@ -5,7 +5,8 @@
 #   run(command="COMMIT=<sha of this tree> bash scripts/gpu_check.sh", carry=[".whl", ".ref"])
 # .whl holds numpy 2.4 (the image's numpy 2.5 breaks numba-cuda 0.30.4) and pytest; .ref is an
 # ignored copy of ../shared/reference (the yardstick programs; never committed).
-# Environment: STEPS (default "tests debug sanitizer bench"; "debug": the GPU tests of the kernels with waits again under
+# Environment: STEPS (default "tests debug slow sanitizer bench"; "slow": the offline SASS tests CI leaves out (SLOW_JOBS);
+# "debug": the GPU tests of the kernels with waits again under
 # ASYNCPIPE_DEBUG=1 (DEBUG_TESTS, DEBUG_TIMEOUT); add "tune" for the tuner's tables (TUNE_KERNELS, TUNE_ARGS), "sweep" for
 # scripts/sgemm_sweep.py, "profile" for scripts/profile_sgemm.sh over PROFILE (sweep names), "order" for
 # scripts/stage_order.py (ORDER_ARGS)), PYTEST_ARGS, JOBS, SANITIZER_TOOLS, SANITIZER_TESTS,
@@ -15,7 +16,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/asyncpipe-out}; mkdir -p "$OUT"
-export STEPS=${STEPS:-"tests debug sanitizer bench"}
+export STEPS=${STEPS:-"tests debug slow sanitizer bench"}
 export PYTHONUNBUFFERED=1
 if [ -d .whl ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target .site .whl/*.whl || exit 1
@@ -65,6 +66,13 @@ if [[ $STEPS == *sanitizer* ]]; then
   done
 fi
 
+# the offline SASS tests CI leaves out (-m slow: the expanded SGEMM tiles, minutes of numba each), on the CPU cores
+# beside the GPU tests
+if [[ $STEPS == *slow* ]]; then
+  SLOW_T0=$(date +%s)
+  python3 -m pytest -q -n "${SLOW_JOBS:-4}" -m slow tests > "$OUT/slow_sass.log" 2>&1 &
+fi
+
 export TUNE_KERNELS=${TUNE_KERNELS:-"sgemm row_sum"}   # which kernels the tune step tunes (see below)
 # compile the SGEMM's kernels (the bench's configurations, and the tuner's candidates) in parallel processes while
 # the tests run, into numba's disk cache (asyncpipe.jit_cache), which hands them to the tuner and the bench:
@@ -104,6 +112,10 @@ if [[ $STEPS == *debug* ]]; then
   row "gpu tests, ASYNCPIPE_DEBUG=1" "$(tail -1 "$OUT/debug_tests.log") ($(( $(date +%s) - t0 )) s)"
 fi
 wait
+if [[ $STEPS == *slow* ]]; then
+  grep -E "FAILED|ERROR" "$OUT/slow_sass.log" | head -20
+  row "slow SASS tests" "$(tail -1 "$OUT/slow_sass.log") ($(( $(date +%s) - SLOW_T0 )) s)"
+fi
 if [[ $STEPS == *sanitizer* ]]; then
   for tool in ${SANITIZER_TOOLS:-memcheck racecheck synccheck}; do
     grep FAIL "$OUT/sanitizer_$tool.log" | head -20

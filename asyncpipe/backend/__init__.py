@@ -137,8 +137,10 @@ def current() -> Backend:
 
             _CURRENT = SimBackend()
         else:
+            from . import numba_init
             from .gpu import GpuBackend
 
+            numba_init.install()
             _CURRENT = GpuBackend()
             if debugging():
                 from . import hang

@@ -122,7 +122,9 @@ class Armed:
                 if err == cu.CUresult.CUDA_SUCCESS:
                     break
                 if err != cu.CUresult.CUDA_ERROR_NOT_READY:
-                    _ok(err, "cuEventQuery")
+                    raise RuntimeError(f"kernel {self.name}: the launch failed under ASYNCPIPE_DEBUG "
+                                       f"({cu.cuGetErrorName(err)[1].decode()}); the CUDA context is unusable, "
+                                       "restart the process")
                 if time.monotonic() > limit:
                     raise HangError(
                         f"kernel {self.name}", "every debug wait gives up within the timeout, so a kernel "

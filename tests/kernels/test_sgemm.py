@@ -103,7 +103,6 @@ def _kmajor_8x16_bk16_sass(edges):
 
 
 @pytest.mark.sass
-@pytest.mark.slow
 def test_cp_async_8x16_bk16_kmajor_sass():
     """schedule="kmajor" (8 x 16, bk 16, 3 stages): the dbuf loop with A's tile k-major, so A's fragment of a k-step
     is two LDS.128 as B's four are (96 a tile, none narrower); one barrier, one wait and 8 copies a tile. Offline
