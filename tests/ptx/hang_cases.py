@@ -203,7 +203,7 @@ def _run(case: str):
         expect_tx_over[1, W](cuda.to_device(rng.standard_normal(256).astype(np.float32)), out)
     elif case.startswith("ring"):
         cluster = 2 if case.endswith("cluster") else None
-        kernel = make_ring(release=case != "ring_never_released", tx_bytes=4 if case == "ring_bytes_owed" else 0,
+        kernel = make_ring(release="never_released" not in case, tx_bytes=4 if case == "ring_bytes_owed" else 0,
                            cluster_size=cluster or 1)
         src = rng.standard_normal(4 * ROUNDS * SLOT).astype(np.float32)
         dst = cuda.to_device(np.full(src.size, np.nan, np.float32))
@@ -231,7 +231,7 @@ def _run(case: str):
 
 CASES = ("arrivals_short", "ring", "arrivals_short_try_wait", "named_handover", "expect_tx_over", "ring_cluster",
          "ring_never_released", "cluster_exchange", "ring_bytes_owed", "ring", "named_short", "named_handover",
-         "cluster_short", "cluster_exchange")
+         "cluster_short", "cluster_exchange", "ring_never_released_cluster", "ring_cluster")
 
 
 def main(cases) -> None:

@@ -182,6 +182,7 @@ def test_every_case_ran(hang_rows):
     ("arrivals_short_try_wait", 2, dict(phase=0), ["mbarrier_try_wait_parity gave up"]),
     ("expect_tx_over", 1, dict(phase=0), ["expect_tx above the bytes copied"]),
     ("ring_never_released", 1, dict(), ["mbarrier_wait_parity gave up"]),
+    ("ring_never_released_cluster", 1, dict(), ["mbarrier_wait_parity gave up"]),
     ("ring_bytes_owed", 1, dict(phase=0), ["mbarrier_wait_parity gave up"]),
     ("named_short", 3, dict(barrier=1, arrived=64, expected=128, phase=0),
      ["waited at named barrier 1 for 128 threads, 64 arrived"]),
