@@ -1,6 +1,7 @@
 // Debug forms of the blocking primitives (ASYNCPIPE_DEBUG=1). A protocol mistake on the GPU is a hang:
 // an mbarrier phase that never completes, a named barrier short of threads, a cluster barrier a CTA
-// never reaches. Here every wait gives up after ap_debug.timeout_ns, records which barrier, phase,
+// never reaches. Here every wait gives up after ap_debug.timeout_ns (a try/test_wait: after its thread's
+// polls of one barrier and parity have failed that long), records which barrier, phase,
 // block and thread in ap_debug (a __device__ global of the kernel's module that the host resets before
 // and reads after each launch, asyncpipe/host/hang.py), and releases every other wait of the launch,
 // so the kernel ends and the host raises HangError instead of hanging. Off by default: the normal
@@ -19,11 +20,12 @@ struct ap_debug_record {
   unsigned long long timeout_ns;      // host: how long one wait may last
   unsigned long long cluster_words;   // host: device address of one u64 arrival count per cluster, 0 without clusters
   unsigned long long thread_arrivals; // host: device address of one u32 per thread of the grid (cluster barrier arrivals)
+  unsigned long long poll_slots;      // host: device address of one ap_poll per thread of the grid (try/test_wait)
   unsigned nonce;                     // host: random per launch; tags the named-barrier state in shared memory
   unsigned recorded;                  // device: 1 once a wait has given up (every later wait returns at once)
   unsigned given_up;                  // device: waits that ran out of time
   unsigned released;                  // device: waits that returned because another had given up
-  unsigned kind;                      // 1 mbarrier wait, 2 mbarrier try_wait, 3 named barrier, 4 cluster barrier
+  unsigned kind;                      // 1 mbarrier wait, 2 try_wait, 3 named barrier, 4 cluster barrier, 5 test_wait
   unsigned barrier;                   // mbarrier: shared-window offset; named: barrier id; cluster: linear cluster id
   unsigned phase;                     // mbarrier: parity waited for; named, cluster: which use of the barrier (0, 1, ...)
   unsigned arrived;                   // named, cluster: threads arrived at that use
@@ -38,7 +40,20 @@ extern "C" {
 __device__ ap_debug_record ap_debug;
 }
 
-enum { AP_DEBUG_MBARRIER_WAIT = 1, AP_DEBUG_MBARRIER_TRY_WAIT = 2, AP_DEBUG_NAMED_BARRIER = 3, AP_DEBUG_CLUSTER_BARRIER = 4 };
+enum {
+  AP_DEBUG_MBARRIER_WAIT = 1,
+  AP_DEBUG_MBARRIER_TRY_WAIT = 2,
+  AP_DEBUG_NAMED_BARRIER = 3,
+  AP_DEBUG_CLUSTER_BARRIER = 4,
+  AP_DEBUG_MBARRIER_TEST_WAIT = 5
+};
+
+// A thread's polls of one phase: since when its try/test_waits of (barrier, parity) `tag` have failed.
+struct ap_poll {
+  unsigned long long since;
+  unsigned tag;      // (shared offset << 1 | parity) + 1; 0: no failed poll pending
+  unsigned unused;
+};
 
 static __device__ __forceinline__ unsigned long long ap_now() {
   unsigned long long t;
@@ -76,9 +91,11 @@ static __device__ __forceinline__ void ap_exit() {
 }
 
 // Ends this thread when its wait must stop: another wait gave up (counted as released), or this one
-// ran out of time since `start` (recorded first). Returns only while the wait may go on.
+// ran out of time since `start` (recorded first). Returns only while the wait may go on. A kernel
+// launched without the host's reset (timeout 0) waits as the normal forms do.
 static __device__ __forceinline__ void ap_debug_check(unsigned long long start, unsigned kind, unsigned barrier,
                                                       unsigned phase, unsigned arrived, unsigned expected) {
+  if (!ap_debug.timeout_ns) return;
   if (ap_debug_aborted()) {
     atomicAdd(&ap_debug.released, 1u);
     ap_exit();
@@ -105,39 +122,70 @@ static __device__ __forceinline__ unsigned ap_try_wait(unsigned bar, unsigned pa
 // ---------------------------------------------------------------------------------------------
 // mbarrier
 // ---------------------------------------------------------------------------------------------
-// mbarrier_wait_parity: the try_wait loop, bounded.
+static __device__ __forceinline__ unsigned ap_linear_block() {
+  return blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+}
+
+static __device__ __forceinline__ unsigned ap_linear_thread() {
+  const unsigned t = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+  return ap_linear_block() * blockDim.x * blockDim.y * blockDim.z + t;
+}
+
+static __device__ __forceinline__ ap_poll* ap_poll_slot() {
+  return ap_debug.poll_slots ? reinterpret_cast<ap_poll*>(ap_debug.poll_slots) + ap_linear_thread() : nullptr;
+}
+
+// mbarrier_wait_parity: the try_wait loop, bounded. It also ends the thread's pending polls.
 extern "C" __device__ void ap_debug_mbarrier_wait_parity(void* addr, unsigned phase_parity) {
   const unsigned bar = ap_smem(addr);
   const unsigned long long start = ap_now();
   while (!ap_try_wait(bar, phase_parity)) ap_debug_check(start, AP_DEBUG_MBARRIER_WAIT, bar, phase_parity, 0, 0);
+  if (ap_poll* slot = ap_poll_slot()) slot->tag = 0;
 }
 
-// mbarrier_try_wait_parity: one attempt may return 0, so a caller loops on it; the loop is made here,
-// bounded, and returns 1 once the phase completed. (A caller that does work of its own between
-// attempts, work the phase depends on, would be reported as a hang.)
+// One try_wait or test_wait that answered `done`: the answer itself, the poll unchanged. A thread
+// that polls one (barrier, parity) and keeps failing for longer than the timeout gives up, however
+// its loop is written (the failures in between may do other work; a success, or a blocking wait,
+// ends the streak; polling another barrier or parity starts a new one).
+static __device__ __forceinline__ unsigned ap_debug_poll(unsigned done, unsigned kind, unsigned bar, unsigned parity) {
+  ap_poll* slot = ap_poll_slot();
+  if (!slot || !ap_debug.timeout_ns) return done;
+  if (done) {
+    slot->tag = 0;
+    return 1;
+  }
+  if (ap_debug_aborted()) {
+    atomicAdd(&ap_debug.released, 1u);
+    ap_exit();
+  }
+  const unsigned tag = ((bar << 1) | (parity & 1u)) + 1u;
+  const unsigned long long now = ap_now();
+  if (slot->tag != tag) {
+    slot->tag = tag;
+    slot->since = now;
+  } else if (now - slot->since > ap_debug.timeout_ns) {
+    ap_debug_give_up(kind, bar, parity, 0, 0, now - slot->since);
+    ap_exit();
+  }
+  return 0;
+}
+
 extern "C" __device__ unsigned ap_debug_mbarrier_try_wait_parity(void* addr, unsigned phase_parity) {
   const unsigned bar = ap_smem(addr);
-  const unsigned long long start = ap_now();
-  while (!ap_try_wait(bar, phase_parity)) ap_debug_check(start, AP_DEBUG_MBARRIER_TRY_WAIT, bar, phase_parity, 0, 0);
-  return 1;
+  return ap_debug_poll(ap_try_wait(bar, phase_parity), AP_DEBUG_MBARRIER_TRY_WAIT, bar, phase_parity);
 }
 
-// mbarrier_test_wait_parity never waits; once a wait of the launch has given up, a test that fails
-// ends its thread, so that a caller's loop on it ends too.
 extern "C" __device__ unsigned ap_debug_mbarrier_test_wait_parity(void* addr, unsigned phase_parity) {
+  const unsigned bar = ap_smem(addr);
   unsigned done;
   asm volatile(
       "{\n\t.reg .pred p;\n\t"
       "mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
       "selp.u32 %0, 1, 0, p;\n\t}"
       : "=r"(done)
-      : "r"(ap_smem(addr)), "r"(phase_parity)
+      : "r"(bar), "r"(phase_parity)
       : "memory");
-  if (!done && ap_debug_aborted()) {
-    atomicAdd(&ap_debug.released, 1u);
-    ap_exit();
-  }
-  return done;
+  return ap_debug_poll(done, AP_DEBUG_MBARRIER_TEST_WAIT, bar, phase_parity);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -149,10 +197,6 @@ extern "C" __device__ unsigned ap_debug_mbarrier_test_wait_parity(void* addr, un
 // with another tag counts as all zero. Every change is one 64-bit CAS, so no thread ever sees a
 // count past b or a generation half changed.
 static __shared__ unsigned long long ap_debug_named[16];
-
-static __device__ __forceinline__ unsigned ap_linear_block() {
-  return blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
-}
 
 // Arrives at barrier `a` of `b` threads; returns the generation arrived in and sets *done when this
 // arrival completed it.
@@ -223,8 +267,7 @@ static __device__ __forceinline__ unsigned ap_cluster_threads() {
 }
 
 static __device__ __forceinline__ unsigned* ap_thread_arrivals() {
-  const unsigned t = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
-  return reinterpret_cast<unsigned*>(ap_debug.thread_arrivals) + ap_linear_block() * blockDim.x * blockDim.y * blockDim.z + t;
+  return reinterpret_cast<unsigned*>(ap_debug.thread_arrivals) + ap_linear_thread();
 }
 
 static __device__ __forceinline__ void ap_cluster_arrive(bool release) {

@@ -32,12 +32,14 @@ SYMBOL = "ap_debug"
 _U4, _U8 = np.uint32, np.uint64
 # ptx_shims/debug.cu's struct ap_debug_record, field for field
 RECORD = np.dtype([
-    ("timeout_ns", _U8), ("cluster_words", _U8), ("thread_arrivals", _U8),
+    ("timeout_ns", _U8), ("cluster_words", _U8), ("thread_arrivals", _U8), ("poll_slots", _U8),
     ("nonce", _U4), ("recorded", _U4), ("given_up", _U4), ("released", _U4),
     ("kind", _U4), ("barrier", _U4), ("phase", _U4), ("arrived", _U4), ("expected", _U4),
     ("block", _U4, 3), ("thread", _U4, 3), ("smid", _U4), ("elapsed_ns", _U8),
 ], align=True)
-KINDS = {1: "mbarrier_wait_parity", 2: "mbarrier_try_wait_parity", 3: "a named barrier", 4: "the cluster barrier"}
+KINDS = {1: "mbarrier_wait_parity", 2: "mbarrier_try_wait_parity", 3: "a named barrier", 4: "the cluster barrier",
+         5: "mbarrier_test_wait_parity"}
+POLL_SLOT_WORDS = 2          # ptx_shims/debug.cu's struct ap_poll: one u64 and two u32 per thread
 
 
 class HangError(AsyncpipeError):
@@ -100,8 +102,9 @@ class Armed:
         record = np.zeros(1, RECORD)
         record["timeout_ns"] = int(self.timeout * 1e9)
         record["nonce"] = int(np.random.default_rng().integers(1, 2**32))
+        blocks = int(np.prod(grid))
+        record["poll_slots"] = _Scratch.zeroed("polls", POLL_SLOT_WORDS * blocks * int(np.prod(block)), np.uint64)
         if cluster is not None:
-            blocks = int(np.prod(grid))
             record["cluster_words"] = _Scratch.zeroed("clusters", blocks // int(np.prod(cluster)), np.uint64)
             record["thread_arrivals"] = _Scratch.zeroed("threads", blocks * int(np.prod(block)), np.uint32)
         driver.host_to_device(memory, record.ctypes.data, RECORD.itemsize)
@@ -161,8 +164,9 @@ def _where(r) -> str:
 def _rule(r, timeout: float) -> str:
     kind = int(r["kind"])
     after = f"after {timeout:g} s"
-    if kind in (1, 2):
-        return (f"{KINDS[kind]} gave up {after}: the phase it waited for never completed. A phase completes "
+    if kind in (1, 2, 5):
+        what = "gave up" if kind == 1 else "kept answering 0 to this thread's polls"
+        return (f"{KINDS[kind]} {what} {after}: the phase it waited for never completed. A phase completes "
                 "when the arrivals mbarrier_init asked for have come and every byte announced with expect_tx "
                 "has arrived: look for a missing arrive, an expect_tx above the bytes copied, a copy that "
                 "signals another barrier, or a wait for the wrong parity (a fresh barrier is in phase 0)")
@@ -181,7 +185,7 @@ def _got(r) -> str:
     kind = int(r["kind"])
     where = _where(r)
     others = f"{int(r['given_up']) - 1} other wait(s) gave up, {int(r['released'])} were released"
-    if kind in (1, 2):
+    if kind in (1, 2, 5):
         what = (f"{where} waited for parity {int(r['phase'])} of the mbarrier at shared offset "
                 f"{int(r['barrier']):#x}")
     elif kind == 3:

@@ -1,12 +1,17 @@
 """The bounded forms of the blocking waits, whatever ``ASYNCPIPE_DEBUG`` says.
 
 With ``ASYNCPIPE_DEBUG=1`` set before asyncpipe is imported, ``asyncpipe.ptx``'s blocking waits are
-these: ``mbarrier_wait_parity``, ``mbarrier_try_wait_parity`` (a bounded loop: it returns 1 once the
-phase completed or the wait gave up), ``mbarrier_test_wait_parity`` (answers 1 once a wait gave up),
-``bar_sync``/``bar_arrive`` (named barriers in software) and the cluster barrier
-(``barrier_cluster_arrive[_relaxed]``/``barrier_cluster_wait`` in software for a cluster launch).
-Each gives up after ``ASYNCPIPE_DEBUG_TIMEOUT`` seconds and the host raises ``HangError`` naming the
+these: ``mbarrier_wait_parity`` (bounded), ``mbarrier_try_wait_parity`` and ``mbarrier_test_wait_parity``
+(one attempt each, as always; a thread whose polls of one barrier and parity keep failing for longer
+than the timeout gives up, however its loop is written), ``bar_sync``/``bar_arrive`` (named barriers
+in software) and the cluster barrier (``barrier_cluster_arrive[_relaxed]``/``barrier_cluster_wait``
+in software for a cluster launch). A wait gives up after ``ASYNCPIPE_DEBUG_TIMEOUT`` seconds (default
+1), ends its thread and every thread that waits after it, and the host raises ``HangError`` naming the
 barrier, phase, block and thread (``asyncpipe.backend.hang``; ``ptx_shims/debug.cu`` has the code).
+
+Limits: a thread that exits before a cluster barrier its peers wait at counts as arrived on the GPU,
+not in debug mode (reported as a hang); a kernel waiting in ``cuda.syncthreads()`` that some thread
+never reaches, or in a spin loop of its own, is not bounded (the host says the kernel still runs).
 
 This module exposes them under their usual names to call explicitly (``from asyncpipe.ptx import debug``,
 then ``debug.mbarrier_wait_parity(...)`` in a kernel), in any mode. In the simulator they are the

@@ -61,6 +61,43 @@ def arrivals_short_try_wait(out):
 
 
 @cuda.jit
+def arrivals_short_test_wait(out):
+    """The same mistake, polled with test_wait while the thread counts its polls."""
+    bar = cuda.shared.array(1, uint64)
+    t = cuda.threadIdx.x
+    if t == 0:
+        ptx.mbarrier_init(ptx.addr(bar, 0), W + 1)
+    cuda.syncthreads()
+    ptx.mbarrier_arrive(ptx.addr(bar, 0))
+    polls = 0
+    while not ptx.mbarrier_test_wait_parity(ptx.addr(bar, 0), 0):
+        polls += 1
+    out[t] = polls
+
+
+@cuda.jit
+def polls_that_succeed(out):
+    """Correct polling: phase 0 polled once before its arrivals (answer 0), then polled to completion with
+    try_wait; then eight more phases, each polled to completion with test_wait (the same parities again
+    and again: each success ends the streak)."""
+    bar = cuda.shared.array(1, uint64)
+    t = cuda.threadIdx.x
+    if t == 0:
+        ptx.mbarrier_init(ptx.addr(bar, 0), W)
+    cuda.syncthreads()
+    early = ptx.mbarrier_test_wait_parity(ptx.addr(bar, 0), 0)
+    ptx.mbarrier_arrive(ptx.addr(bar, 0))
+    while not ptx.mbarrier_try_wait_parity(ptx.addr(bar, 0), 0):
+        pass
+    for phase in range(1, 9):
+        cuda.syncthreads()
+        ptx.mbarrier_arrive(ptx.addr(bar, 0))
+        while not ptx.mbarrier_test_wait_parity(ptx.addr(bar, 0), phase & 1):
+            pass
+    out[t] = early + 1
+
+
+@cuda.jit
 def expect_tx_over(src, out):
     """Thread 0 announces 2 KB on the barrier; its bulk copy brings 1 KB."""
     tile = cuda.shared.array(256, float32)
@@ -199,6 +236,12 @@ def _run(case: str):
         arrivals_short[1, W](out)
     elif case == "arrivals_short_try_wait":
         arrivals_short_try_wait[1, W](out)
+    elif case == "arrivals_short_test_wait":
+        arrivals_short_test_wait[1, W](out)
+    elif case == "polls_that_succeed":
+        polls_that_succeed[1, W](out)
+        cuda.synchronize()
+        return bool((out.copy_to_host()[:W] == 1).all())
     elif case == "expect_tx_over":
         expect_tx_over[1, W](cuda.to_device(rng.standard_normal(256).astype(np.float32)), out)
     elif case.startswith("ring"):
@@ -231,7 +274,8 @@ def _run(case: str):
 
 CASES = ("arrivals_short", "ring", "arrivals_short_try_wait", "named_handover", "expect_tx_over", "ring_cluster",
          "ring_never_released", "cluster_exchange", "ring_bytes_owed", "ring", "named_short", "named_handover",
-         "cluster_short", "cluster_exchange", "ring_never_released_cluster", "ring_cluster")
+         "cluster_short", "cluster_exchange", "ring_never_released_cluster", "ring_cluster", "arrivals_short_test_wait",
+         "polls_that_succeed")
 
 
 def main(cases) -> None:

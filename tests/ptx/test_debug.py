@@ -106,7 +106,9 @@ def _record(**values):
       r"block \(2, 0, 0\) thread \(33, 0, 0\) waited for parity 1 of the mbarrier at shared offset 0x408",
       "1.02 s on SM 17", "2 other wait", "61 were released"]),
     (dict(kind=2, barrier=0x10, phase=0),
-     [r"mbarrier_try_wait_parity gave up", "parity 0 of the mbarrier at shared offset 0x10"]),
+     [r"mbarrier_try_wait_parity kept answering 0 to this thread's polls after 0\.5 s",
+      "parity 0 of the mbarrier at shared offset 0x10"]),
+    (dict(kind=5, barrier=0x10, phase=1), [r"mbarrier_test_wait_parity kept answering 0", "parity 1 of the mbarrier"]),
     (dict(kind=3, barrier=1, phase=4, arrived=64, expected=128),
      ["a named barrier gave up", r"bar_sync\(a, b\)", "waited at named barrier 1 for 128 threads, 64 arrived",
       "use 4 of it in that block"]),
@@ -154,7 +156,8 @@ TIMEOUT = 0.2
 
 @pytest.fixture(scope="module")
 def hang_rows():
-    env = dict(os.environ, ASYNCPIPE_DEBUG="1", ASYNCPIPE_DEBUG_TIMEOUT=str(TIMEOUT), PYTHONPATH=str(ROOT))
+    path = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])   # the GPU machine's .site too
+    env = dict(os.environ, ASYNCPIPE_DEBUG="1", ASYNCPIPE_DEBUG_TIMEOUT=str(TIMEOUT), PYTHONPATH=path)
     done = subprocess.run([sys.executable, "-m", "tests.ptx.hang_cases"], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -179,7 +182,8 @@ def test_every_case_ran(hang_rows):
 @pytest.mark.hopper
 @pytest.mark.parametrize("case, kind, fields, says", [
     ("arrivals_short", 1, dict(phase=0, block=[0, 0, 0]), ["mbarrier_wait_parity gave up", "parity 0 of the mbarrier"]),
-    ("arrivals_short_try_wait", 2, dict(phase=0), ["mbarrier_try_wait_parity gave up"]),
+    ("arrivals_short_try_wait", 2, dict(phase=0), ["mbarrier_try_wait_parity kept answering 0"]),
+    ("arrivals_short_test_wait", 5, dict(phase=0), ["mbarrier_test_wait_parity kept answering 0"]),
     ("expect_tx_over", 1, dict(phase=0), ["expect_tx above the bytes copied"]),
     ("ring_never_released", 1, dict(), ["mbarrier_wait_parity gave up"]),
     ("ring_never_released_cluster", 1, dict(), ["mbarrier_wait_parity gave up"]),
@@ -203,7 +207,7 @@ def test_a_hang_is_a_hang_error(hang_rows, case, kind, fields, says):
 
 @pytest.mark.gpu
 @pytest.mark.hopper
-@pytest.mark.parametrize("case", ["ring", "ring_cluster", "named_handover", "cluster_exchange"])
+@pytest.mark.parametrize("case", ["ring", "ring_cluster", "named_handover", "cluster_exchange", "polls_that_succeed"])
 def test_correct_kernels_are_right_in_debug_mode_also_after_a_hang(hang_rows, case):
     for row in _by_case(hang_rows, case):
         assert row.get("ok") is True, row
