@@ -24,10 +24,19 @@ RING_THREADS = 32 + SLOT    # warp 0 produces (thread 0), warps 1..4 consume one
 
 
 @cuda.jit(device=True)
-def sleep_past_the_timeout():
-    """Keeps a warp alive (not exited) well past the debug timeout: ~0.2 s x 40 at 1 ms a step."""
-    for _ in range(400):
-        cuda.nanosleep(1000000)
+def stuck(bar):
+    """A warp that never arrives where it should: it sleeps a little (so that the other threads' wait
+    starts first and is the one to give up first), then waits on ``bar``, which nobody arrives on."""
+    for _ in range(100):
+        cuda.nanosleep(1000)
+    ptx.mbarrier_wait_parity(ptx.addr(bar, 0), 0)
+
+
+@cuda.jit(device=True)
+def init_stuck_barrier(bar):
+    if cuda.threadIdx.x == 0:
+        ptx.mbarrier_init(ptx.addr(bar, 0), 1)
+    cuda.syncthreads()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -163,11 +172,13 @@ def make_ring(release=True, tx_bytes=0, cluster_size=1):
 @cuda.jit
 def named_short(out):
     """Warps 0 and 1 meet at named barrier 1 counted for 128 threads; warps 2 and 3 never come."""
+    bar = cuda.shared.array(1, uint64)
+    init_stuck_barrier(bar)
     t = cuda.threadIdx.x
     if t < 64:
         ptx.bar_sync(1, 128)
     else:
-        sleep_past_the_timeout()
+        stuck(bar)
     out[t] = 1
 
 
@@ -195,10 +206,13 @@ def named_handover(src, dst):
 # ---------------------------------------------------------------------------------------------
 @cuda.jit
 def cluster_short(out):
-    """Every thread of a 2-CTA cluster meets at the cluster barrier but warp 1 of CTA rank 1."""
+    """Every thread of a 2-CTA cluster meets at the cluster barrier but warp 1 of CTA rank 1. (A warp that
+    exited instead would count as arrived on the GPU: it is stuck elsewhere.)"""
+    bar = cuda.shared.array(1, uint64)
+    init_stuck_barrier(bar)
     t = cuda.threadIdx.x
     if ptx.cluster_ctarank() == 1 and t >= 32:
-        sleep_past_the_timeout()
+        stuck(bar)
     else:
         ptx.barrier_cluster_arrive()
         ptx.barrier_cluster_wait()
