@@ -186,7 +186,9 @@ def test_every_case_ran(hang_rows):
     ("arrivals_short_test_wait", 5, dict(phase=0), ["mbarrier_test_wait_parity kept answering 0"]),
     ("expect_tx_over", 1, dict(phase=0), ["expect_tx above the bytes copied"]),
     ("ring_never_released", 1, dict(), ["mbarrier_wait_parity gave up"]),
-    ("ring_never_released_cluster", 1, dict(), ["mbarrier_wait_parity gave up"]),
+    # warp 0's idle threads wait at the closing cluster barrier from the start, the producer and consumers at
+    # mbarriers: whichever wait began first gives up first (both seen on the H200)
+    ("ring_never_released_cluster", (1, 4), dict(), ["gave up"]),
     ("ring_bytes_owed", 1, dict(phase=0), ["mbarrier_wait_parity gave up"]),
     ("named_short", 3, dict(barrier=1, arrived=64, expected=128, phase=0),
      ["waited at named barrier 1 for 128 threads, 64 arrived"]),
@@ -202,7 +204,7 @@ def test_a_hang_is_a_hang_error(hang_rows, case, kind, fields, says):
         return
     assert row.get("error") == "HangError", row
     record = row["record"]
-    assert record["kind"] == kind and record["given_up"] >= 1, row
+    assert record["kind"] in (kind if isinstance(kind, tuple) else (kind,)) and record["given_up"] >= 1, row
     for k, v in fields.items():
         assert record[k] == v, (k, row)
     assert record["elapsed_ns"] >= TIMEOUT * 1e9, row
