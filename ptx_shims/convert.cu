@@ -10,3 +10,11 @@ extern "C" __device__ unsigned ap_cvt_rn_bf16x2_f32(float a, float b) {
   asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(a), "f"(b));
   return d;
 }
+
+// cvt.rn.f16x2.f32 d, a, b;   (PTX ISA 7.0, sm_80)
+// As cvt.rn.bf16x2.f32, to float16 (nearest, ties to even; overflow to infinity): a upper, b lower.
+extern "C" __device__ unsigned ap_cvt_rn_f16x2_f32(float a, float b) {
+  unsigned d;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(a), "f"(b));
+  return d;
+}

@@ -1,7 +1,8 @@
 """Number-format conversions a kernel's epilogue needs.
 
 ``cvt_rn_bf16x2_f32`` turns two fp32 accumulators into the two bfloat16 halves of one 32-bit word, in
-one instruction: the word a bf16 C is stored in, two columns at a time.
+one instruction: the word a bf16 C is stored in, two columns at a time; ``cvt_rn_f16x2_f32`` the same
+for float16 (attention's P operand in registers, an fp16 output).
 """
 
 from ..sim.prim import convert as _sim
@@ -16,3 +17,13 @@ def cvt_rn_bf16x2_f32(a, b):
     stores the pair x0, x1. ``asyncpipe.bf16.bf16_bits`` rounds the same way on the host; a NaN becomes
     the canonical NaN 0x7FFF (the host keeps its sign and payload)."""
     return _sim.cvt_rn_bf16x2_f32(a, b)
+
+
+@primitive("uint32(float32, float32)", ptx="cvt.rn.f16x2.f32 d, a, b;", isa=70, sm=80, who="each thread",
+           sass=("F2FP.F16.F32.PACK_AB",))
+def cvt_rn_f16x2_f32(a, b):
+    """Returns the float16 of ``a`` (rounded to nearest, ties to even; beyond 65504 infinity) in the upper
+    16 bits and that of ``b`` in the lower 16, as ``cvt_rn_bf16x2_f32`` packs them. numpy's
+    ``astype(np.float16)`` rounds the same way; a NaN becomes 0x7FFF in the simulator (the H200's value for
+    bf16; for f16 not yet measured)."""
+    return _sim.cvt_rn_f16x2_f32(a, b)

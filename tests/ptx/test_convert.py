@@ -1,5 +1,5 @@
-"""cvt.rn.bf16x2.f32: SASS offline, then bit-exact against the host's rounding on the GPU (and, in the
-simulator run, on the simulator): ties, subnormals, infinities, NaN and random values."""
+"""cvt.rn.bf16x2.f32 and cvt.rn.f16x2.f32: SASS offline, then bit-exact against the host's rounding on the GPU
+(and, in the simulator run, on the simulator): ties, subnormals, infinities, NaN and random values."""
 
 import numpy as np
 import pytest
@@ -55,3 +55,29 @@ def run_pack(x):
 def test_cvt_matches_host_rounding_gpu(rng):
     x = values(rng)
     np.testing.assert_array_equal(run_pack(x), expected(x))
+
+
+def pack_f16_kernel(x, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = ptx.cvt_rn_f16x2_f32(x[2 * i + 1], x[2 * i])
+
+
+F16_SPECIAL = np.array([1 + 2**-11, 1 + 3 * 2**-11, 65504.0, 65520.0, 65519.0, 2**-24, 2**-25, 3 * 2**-26,
+                        -6e-8, 1e5], np.float32)     # ties to even, the overflow edge, f16 subnormals
+
+
+@pytest.mark.sass
+def test_cvt_f16_sass():
+    cubin = assert_sass(pack_f16_kernel, (f32, u32), has=ptx.REGISTRY["cvt_rn_f16x2_f32"].sass)
+    assert cubin.count("F2FP.F16.F32.PACK_AB") == 1, cubin.sass
+
+
+@pytest.mark.gpu
+def test_cvt_f16_matches_numpy_rounding_gpu(rng):
+    x = np.concatenate([values(rng), F16_SPECIAL])
+    out = cuda.to_device(np.full(x.size // 2, POISON, np.uint32))
+    cuda.jit(pack_f16_kernel)[(out.size + 127) // 128, 128](cuda.to_device(x), out)
+    with np.errstate(over="ignore"):
+        want = np.where(np.isnan(x), np.uint16(CANONICAL_NAN), x.astype(np.float16).view(np.uint16)).view(np.uint32)
+    np.testing.assert_array_equal(out.copy_to_host(), want)

@@ -1,4 +1,4 @@
-"""Conversions in the simulator: the GPU's bfloat16 rounding (``asyncpipe.bf16.gpu_bf16_bits``)."""
+"""Conversions in the simulator: the GPU's bfloat16 rounding (``asyncpipe.bf16.gpu_bf16_bits``), numpy's float16."""
 
 from __future__ import annotations
 
@@ -9,4 +9,19 @@ from ...bf16 import gpu_bf16_bits
 
 def cvt_rn_bf16x2_f32(a, b):
     hi, lo = gpu_bf16_bits(np.array([a, b], np.float32))
+    return np.uint32((int(hi) << 16) | int(lo))
+
+
+F16_NAN = 0x7FFF
+
+
+def f16_bits(x) -> np.ndarray:
+    """float16 bits of ``x`` rounded to nearest even (numpy's cast), NaN as 0x7FFF."""
+    x = np.asarray(x, np.float32)
+    return np.where(np.isnan(x), np.uint16(F16_NAN), x.astype(np.float16).view(np.uint16))
+
+
+def cvt_rn_f16x2_f32(a, b):
+    with np.errstate(over="ignore"):
+        hi, lo = f16_bits(np.array([a, b], np.float32))
     return np.uint32((int(hi) << 16) | int(lo))
