@@ -130,14 +130,6 @@ def test_random_values_match_a_brute_force_nearest_search(fmt, rng):
     assert np.array_equal(encode(x, fmt), expected)
 
 
-def test_a_million_values_encode_quickly():
-    import time
-    x = np.random.default_rng(0).standard_normal(1 << 20).astype(np.float32)
-    start = time.perf_counter()
-    decode(encode(x, E4M3), E4M3)
-    assert time.perf_counter() - start < 5.0           # about 0.1 s on a quiet core; generous for a busy one
-
-
 ML_DTYPES = [("float8_e4m3fn", E4M3), ("float8_e5m2", E5M2), ("float4_e2m1fn", E2M1), ("float8_e8m0fnu", E8M0)]
 
 
