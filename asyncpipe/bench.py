@@ -199,7 +199,17 @@ def bench_wgmma(sizes, records: list):
                 _progress(f"wgmma GEMM bf16 n={n} epilogue={epilogue} failed: {type(exc).__name__}: {exc}")
 
 
-PARTS = ("sgemm", "tma", "cluster_sum", "wgmma", "first_call")   # first_call: every kernel's first call, cold and warm
+def bench_attention(quick: bool, records: list):
+    """FlashAttention-3-style attention forward beside torch's SDPA backends (and FA3 when installed)."""
+    from .kernels.attention_bench import sweep
+
+    if quick:
+        sweep(records, _progress, seqlens=(1024,), head_dims=(128,), dtypes=("bfloat16",))
+    else:
+        sweep(records, _progress)
+
+
+PARTS = ("sgemm", "tma", "cluster_sum", "wgmma", "attention", "first_call")   # first_call: every kernel's first call
 
 
 FIRST_CALL_JOBS = 12   # kernels compiled at once for the first-call rows (each process on one core; 16 on the H200)
@@ -226,7 +236,8 @@ def run_bench(json_path: str | None = None, reference: str | None = None, quick:
     for part, args in ((bench_sgemm, (n, yard, ref, records, sgemm_stages or ((3,) if quick else SGEMM_STAGES))),
                        (bench_tma, (4096 if quick else 16384, yard, ref, records)),
                        (bench_cluster_sum, (1 << (24 if quick else 29), yard, ref, records)),
-                       (bench_wgmma, ((1024,) if quick else (4096, 8192), records))):
+                       (bench_wgmma, ((1024,) if quick else (4096, 8192), records)),
+                       (bench_attention, (quick, records))):
         if only is not None and part.__name__.removeprefix("bench_") not in only:
             continue
         try:
