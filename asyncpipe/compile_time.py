@@ -83,7 +83,17 @@ def shipped(sgemm_configs) -> dict[str, tuple[str, dict]]:
     for epilogue in ("direct", "tma"):                   # wgmma_gemm.benchmark's defaults
         out[f"wgmma_gemm_bf16_bn256_s4_c2_{epilogue}"] = ("wgmma_gemm", dict(
             block_n=256, stages=4, cluster=2, ab="bf16", b_kmajor=False, c_bf16=True, epilogue=epilogue))
+    for name, config in attention_configs().items():
+        out[name] = ("attention", config)
     return out
+
+
+def attention_configs() -> dict[str, dict]:
+    """The attention kernels the bench's bf16 records compile: every head dim, causal and not."""
+    from .kernels.attention_kernel import HEAD_DIMS
+
+    return {f"attention_bf16_hd{hd}" + ("_causal" if causal else ""): dict(head_dim=hd, causal=causal, ab="bf16")
+            for hd in HEAD_DIMS for causal in (False, True)}
 
 
 def _build_sgemm(variant, stages, bk, tile, schedule, edges):
@@ -141,8 +151,16 @@ def _build_wgmma_gemm(**config):
     return G.make_kernel(**config), G.kernel_argtypes(config["c_bf16"]), dict(launch_bounds=G.LAUNCH_BOUNDS)
 
 
+def _build_attention(head_dim, causal, ab):
+    from .kernels import attention as A
+    from .kernels import attention_kernel as AK
+
+    return (AK.make_kernel(head_dim=head_dim, stages=A.STAGES, causal=causal, ab=ab), AK.kernel_argtypes(),
+            dict(launch_bounds=AK.LAUNCH_BOUNDS))
+
+
 BUILDERS = {"sgemm": _build_sgemm, "transpose": _build_transpose, "tma_add_one": _build_tma_add_one,
-            "cluster_sum": _build_cluster_sum, "wgmma_gemm": _build_wgmma_gemm}
+            "cluster_sum": _build_cluster_sum, "wgmma_gemm": _build_wgmma_gemm, "attention": _build_attention}
 
 
 # ------------------------------------------------------------------------------------------------

@@ -61,6 +61,14 @@ def calls() -> dict:
     out["cluster_sum"] = lambda: CS.cluster_sum(dev("vector"), cluster_size=2)
     for epilogue in EPILOGUES:
         out[f"wgmma_gemm_bf16_{epilogue}"] = lambda e=epilogue: wgmma_gemm(dev("bf16"), dev("bf16"), epilogue=e)
+    from .compile_time import attention_configs
+    from .kernels.attention import attention
+
+    for name, cfg in attention_configs().items():          # the bench's bf16 attention records, at 1 x 256 x 2 heads
+        def call(hd=cfg["head_dim"], causal=cfg["causal"]):
+            x = cuda.to_device(bf16_bits(np.ones((1, 256, 2, hd), np.float32)))
+            return attention(x, x, x, causal=causal)
+        out[name] = call
     return out
 
 

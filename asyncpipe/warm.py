@@ -143,6 +143,11 @@ def default_targets() -> dict[str, Target]:
                b_kmajor=g["b_transposed"], c_bf16=g["out_dtype"] == "bfloat16", epilogue=g["epilogue"])
     name = f"wgmma_gemm_bf16_bn{cfg['block_n']}_s{cfg['stages']}_c{cfg['cluster']}_{cfg['epilogue']}"
     out[name] = Target.of(name, "wgmma_gemm", "wgmma_gemm() on bf16", **cfg)
+    from .compile_time import attention_configs
+
+    for name, config in attention_configs().items():    # attention()'s kernel is chosen by head dim and causal
+        out[name] = Target.of(name, "attention", f"attention() on bf16, head_dim {config['head_dim']}"
+                              + (", causal" if config["causal"] else ""), **config)
     return out
 
 
@@ -254,7 +259,12 @@ def resolve(target: Target):
 
         disp = G._jit(c["block_n"], c["stages"], c["cluster"], c["ab"], c["b_kmajor"], c["c_bf16"], c["epilogue"])
         return disp, G.kernel_argtypes(c["c_bf16"])
-    raise ValueError(f"{API}: target kernel must be sgemm, transpose, tma_add_one, cluster_sum or wgmma_gemm, "
+    if target.kernel == "attention":
+        from .kernels import attention as A
+        from .kernels import attention_kernel as AK
+
+        return A._jit(c["head_dim"], c["causal"], c["ab"]), AK.kernel_argtypes()
+    raise ValueError(f"{API}: target kernel must be sgemm, transpose, tma_add_one, cluster_sum, wgmma_gemm or attention, "
                      f"got {target.kernel!r}")
 
 
@@ -305,7 +315,7 @@ def _cost(t: Target) -> int:
     c = dict(t.config)
     if t.kernel == "sgemm":
         return 5 if c["tile"] != "8x8" else 4 if c["edges"] else 2
-    return 3 if t.kernel == "wgmma_gemm" else 0
+    return 3 if t.kernel in ("wgmma_gemm", "attention") else 0
 
 
 def compile_all(found: dict[str, Target], jobs: int | None = None, progress: bool = True,

@@ -31,6 +31,8 @@ DEFAULTS = {
     "cluster_sum_finish": "cluster_sum()",
     "cluster_sum_pair_chapter": "pair_sums()",
     "wgmma_gemm_bf16_bn256_s4_c2_direct": "wgmma_gemm() on bf16",
+    **{f"attention_bf16_hd{hd}" + ("_causal" if causal else ""): f"attention() on bf16, head_dim {hd}"
+       + (", causal" if causal else "") for hd in (64, 128, 256) for causal in (False, True)},
 }
 NO_GPU = ("error: warm: needs a CUDA GPU (sm_80 or newer): numba's disk cache keeps each kernel's cubin for the GPU "
           "it was compiled on, got no CUDA driver or GPU is visible (numba.cuda.is_available() is False); nothing was "
@@ -204,7 +206,7 @@ def test_two_kernels_compile_in_two_worker_processes_and_a_bad_one_is_a_failure(
     assert rc == warm.EXIT_FAILED == 3
     cap = capsys.readouterr()
     assert cap.err.splitlines() == ["warm: fft failed: ValueError: warm: target kernel must be sgemm, transpose, "
-                                    "tma_add_one, cluster_sum or wgmma_gemm, got 'fft'"]
+                                    "tma_add_one, cluster_sum, wgmma_gemm or attention, got 'fft'"]
     assert re.fullmatch(r"warm: 2 of 3 kernels in numba's disk cache \(2 compiled, 0 already cached\) in [0-9.]+ s "
                         r"with 2 processes; 1 failed: fft\n", cap.out), cap.out
     done = {p.stem: json.loads(p.read_text()) for p in tmp_path.glob("*.json")}
