@@ -64,7 +64,7 @@ def _launch_cp_async(a, b, c, stages, bk, tile, fn, alpha=1.5, beta=-0.5, schedu
 @pytest.mark.parametrize("stages,m,n,k,bk,tile,issue_after", [
     (3, 128, 128, 64, 8, "8x16", None),           # interior, eight k-tiles through three stages
     (2, 128, 128, 48, 16, "8x16", None),          # interior, 16-deep, two stages (the prologue fills both)
-    (4, 128, 256, 112, 16, "8x16", None),         # interior, seven k-tiles through four stages, two CTAs
+    (4, 128, 128, 80, 16, "8x16", None),          # interior, five k-tiles through four stages
     (3, 128, 128, 64, 8, "8x8", None),            # the chapter's tile
     (2, 128, 128, 48, 16, "8x8", None),
     (3, 70, 33, 45, 8, "8x16", None),             # edges: 4-byte copies of A and B
