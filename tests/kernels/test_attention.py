@@ -19,7 +19,8 @@ SMEM = 232448                                   # the H200's opt-in shared memor
 
 
 @pytest.mark.sass
-@pytest.mark.parametrize("head_dim, causal, ab", [(64, False, "bf16"), (128, True, "bf16"), (256, False, "f16")])
+@pytest.mark.parametrize("head_dim, causal, ab", [pytest.param(64, False, "bf16", marks=pytest.mark.slow),
+                                                  (128, True, "bf16"), (256, False, "f16")])
 def test_kernel_sass(head_dim, causal, ab):
     bn = AK.block_n(head_dim)
     t = ".BF16" if ab == "bf16" else ""           # ptxas prints f16 HGMMA without a type suffix

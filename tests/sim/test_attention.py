@@ -14,8 +14,8 @@ pytestmark = pytest.mark.sim
 
 
 @pytest.mark.parametrize("b, sq, sk, h, hkv, causal", [
-    (1, 17, 20, 1, 1, False),        # one key block, mostly past seqlen_k; 111 query rows past seqlen_q
-    (1, 20, 150, 2, 1, True),        # two key blocks through the two-stage ring, GQA, causal: keys j <= i + 130
+    (1, 17, 20, 2, 1, False),        # one key block, mostly past seqlen_k; 111 query rows past seqlen_q; GQA
+    (1, 20, 150, 1, 1, True),        # two key blocks through the two-stage ring, causal: keys j <= i + 130
     (1, 130, 40, 1, 1, True),        # two query blocks, rows 0..89 see no key: O = 0, lse = -inf
 ])
 def test_attention_matches_float64(b, sq, sk, h, hkv, causal, rng):
