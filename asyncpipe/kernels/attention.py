@@ -96,13 +96,17 @@ def _strides(a) -> tuple:
     return tuple(s // a.dtype.itemsize for s in a.strides)
 
 
-def attention(q, k, v, *, causal=False, softmax_scale=None, out=None, lse=None, dtype=None, stream=0):
+def attention(q, k, v, *, causal=False, softmax_scale=None, out=None, lse=None, dtype=None, stream=0,
+              pingpong=True, overlap=True):
     """O = softmax(q k^T * softmax_scale) v (see the module doc); returns ``(out, lse)``.
 
     ``softmax_scale``: default 1 / sqrt(head_dim). ``out``, ``lse``: arrays to write (q's shape and type;
     (batch, heads, seqlen_q) float32), allocated when None (torch tensors for torch inputs). ``dtype``:
     "bfloat16" for 16-bit integer arrays (the default). ``stream``: a numba or cuda.core stream.
+    ``pingpong``, ``overlap``: False switches off one of FlashAttention-3's overlaps (for its ablation).
     """
+    check(all(isinstance(x, (bool, np.bool_)) for x in (pingpong, overlap)), API, "pingpong and overlap must be "
+          "True or False", f"pingpong={pingpong!r}, overlap={overlap!r}")
     torch_in = _is_torch(q)
     if out is None or lse is None:
         qa, _ = _view("q", q, dtype)
@@ -121,8 +125,8 @@ def attention(q, k, v, *, causal=False, softmax_scale=None, out=None, lse=None, 
             lse = cuda.device_array((B, H, Sq), np.float32) if lse is None else lse
     key = (*(array_key(_view(n, x, dtype)[0]) for n, x in (("q", q), ("k", k), ("v", v), ("out", out))),
            array_key(lse), *option_key(bool(causal) if isinstance(causal, (bool, np.bool_)) else causal, softmax_scale,
-                                       dtype), id(stream) if stream else 0)
-    run_plan(_plans, key, lambda: _plan(q, k, v, out, lse, causal, softmax_scale, dtype, stream))
+                                       dtype, pingpong, overlap), id(stream) if stream else 0)
+    run_plan(_plans, key, lambda: _plan(q, k, v, out, lse, causal, softmax_scale, dtype, stream, pingpong, overlap))
     return out, lse
 
 
@@ -130,11 +134,12 @@ _plans = PlanCache()
 
 
 @functools.lru_cache(maxsize=None)
-def _jit(head_dim, causal, ab):
-    return jit(AK.make_kernel(head_dim=head_dim, stages=STAGES, causal=causal, ab=ab), launch_bounds=AK.LAUNCH_BOUNDS)
+def _jit(head_dim, causal, ab, pingpong=True, overlap=True):
+    return jit(AK.make_kernel(head_dim=head_dim, stages=STAGES, causal=causal, ab=ab, pingpong=pingpong,
+                              overlap=overlap), launch_bounds=AK.LAUNCH_BOUNDS)
 
 
-def _plan(q, k, v, out, lse, causal, softmax_scale, dtype, stream):
+def _plan(q, k, v, out, lse, causal, softmax_scale, dtype, stream, pingpong=True, overlap=True):
     from ..host import device_info
     from ..host.launch import prepare_launch
     from ..spec.device import check_cc
@@ -164,7 +169,7 @@ def _plan(q, k, v, out, lse, causal, softmax_scale, dtype, stream):
     tma_v = cached_tensor_map(va, (1, bn, 1, AK.BOX_COLS), dtype=tdtype, swizzle="128B")
     tma_o = cached_tensor_map(oa, (1, AK.BM // 2, 1, AK.BOX_COLS), dtype=tdtype, swizzle="128B")
     m_blocks = math.ceil(Sq / AK.BM)
-    kernel = _jit(D, bool(causal), ab)
+    kernel = _jit(D, bool(causal), ab, bool(pingpong), bool(overlap))
     return prepare_launch(kernel, m_blocks * H * B, AK.THREADS, tma_q, tma_k, tma_v, tma_o, la.reshape(la.size),
                           np.int32(Sq), np.int32(Sk), np.int32(H), np.int32(H // Hkv), np.int32(m_blocks),
                           np.float32(scale * math.log2(math.e)), shared_mem=AK.shared_bytes(D, bn, STAGES),

@@ -38,8 +38,10 @@ def _yardsticks(q, k, v, causal):
 
 
 def benchmark(seqlen: int, head_dim: int = 128, *, causal: bool = False, dtype: str = "bfloat16",
-              tokens: int = 16384, heads: int = 16, reps: int = 20) -> dict:
-    """One record for ``bench/h200.json``: batch x seqlen = ``tokens``, ``heads`` heads, q and k of one length."""
+              tokens: int = 16384, heads: int = 16, reps: int = 20, ablations: bool = False) -> dict:
+    """One record for ``bench/h200.json``: batch x seqlen = ``tokens``, ``heads`` heads, q and k of one length.
+    ``ablations``: also the kernel without ping-pong, without the intra-warpgroup overlap, and without both
+    (``ablation_tflops``), as FlashAttention-3's paper measures what each overlap is worth."""
     import torch
 
     from ..timing import time_ms, tflops
@@ -58,6 +60,13 @@ def benchmark(seqlen: int, head_dim: int = 128, *, causal: bool = False, dtype: 
     record = {"kernel": f"attention_fwd_{dtype}_hd{head_dim}" + ("_causal" if causal else ""), "head_dim": head_dim,
               "seqlen": seqlen, "causal": causal, "dtype": dtype, "shape": [batch, seqlen, heads, head_dim],
               "ms": ms, "tflops": tflops(flops, ms), "vs": {}}
+    if ablations:
+        record["ablation_tflops"] = {}
+        for name, kw in (("no_pingpong", dict(pingpong=False)), ("no_overlap", dict(overlap=False)),
+                         ("neither", dict(pingpong=False, overlap=False))):
+            fn = lambda kw=kw: attention(q, k, v, causal=causal, out=out, lse=lse, **kw)   # noqa: E731
+            fn()
+            record["ablation_tflops"][name] = tflops(flops, time_ms(fn, reps=reps))
     for name, fn in _yardsticks(q, k, v, causal).items():
         yard = tflops(flops, time_ms(fn, reps=reps))
         record[f"{name}_tflops"] = yard
@@ -77,7 +86,8 @@ def sweep(records: list, log=print, seqlens=SEQLENS, head_dims=HEAD_DIMS, dtypes
                 for n in seqlens:
                     log(f"attention {dtype} hd{hd} seqlen {n}" + (" causal" if causal else ""))
                     try:
-                        records.append(benchmark(n, hd, causal=causal, dtype=dtype))
+                        records.append(benchmark(n, hd, causal=causal, dtype=dtype,
+                                                 ablations=hd == 128 and n == 4096 and dtype == "bfloat16"))
                     except Exception as exc:  # noqa: BLE001 - one failing configuration must not hide the rest
                         log(f"attention {dtype} hd{hd} seqlen {n} failed: {type(exc).__name__}: {exc}")
                         records.append(dict(kernel=f"attention_fwd_{dtype}_hd{hd}", seqlen=n, causal=causal,

@@ -30,8 +30,8 @@ in pairs: a_r = cvt(s[8kk + 2r + 1], s[8kk + 2r]).
 row + seqlen_k - seqlen_q (FlashAttention's alignment of the last query with the last key) get -inf;
 only blocks that cross a limit pay for the test. A row with no visible key gives O = 0 and lse = -inf.
 
-Compile-time constants (``kernel_constants``): HD, BN, STAGES, CAUSAL, MMA_S, MMA_O, CVT, and the sizes
-derived from them.
+Compile-time constants (``kernel_constants``): HD, BN, STAGES, CAUSAL, PINGPONG, OVERLAP (both 1 but for the
+ablations), MMA_S, MMA_O, CVT, and the sizes derived from them.
 """
 
 from __future__ import annotations
@@ -161,12 +161,13 @@ def attention_kernel(tma_q, tma_k, tma_v, tma_o, lse, seqlen_q, seqlen_k, heads,
         q_addr = base + pad + 64 * c * W.SWIZZLE_128B_ROW_BYTES
         if n_blocks > 0:
             ptx.mbarrier_wait_parity(ptx.addr(q_bar, 0), 0)
-            if c == 1:
+            if PINGPONG and c == 1:
                 ptx.bar_arrive(PING, 2 * W.WARPGROUP_THREADS)        # the first consumer issues first
         for j in range(n_blocks + 1 if n_blocks > 0 else 0):
             if j < n_blocks:
                 consumer_wait(full, st)
-            ptx.bar_sync(PING + c, 2 * W.WARPGROUP_THREADS)          # this warpgroup's turn to issue
+            if PINGPONG:
+                ptx.bar_sync(PING + c, 2 * W.WARPGROUP_THREADS)      # this warpgroup's turn to issue
             ptx.wgmma_fence_sync_aligned()
             if j < n_blocks:                         # S_j = Q K_j^T
                 k_addr = base + pad + Q_BYTES + st.stage * STAGE_BYTES
@@ -186,12 +187,12 @@ def attention_kernel(tma_q, tma_k, tma_v, tma_o, lse, seqlen_q, seqlen_k, heads,
                                                  W.MN_MAJOR_128B_SBO, W.SWIZZLE_128B, 0)
                     MMA_O(ptx.addr(o, 0), p[4 * kk], p[4 * kk + 1], p[4 * kk + 2], p[4 * kk + 3], b_desc, 1, 1)
                 ptx.wgmma_commit_group_sync_aligned()
-            if c == 0 or j < n_blocks:               # the other's turn (the second consumer's last is not awaited)
+            if PINGPONG and (c == 0 or j < n_blocks):   # the other's turn (the second consumer's last is not awaited)
                 ptx.bar_arrive(PING + 1 - c, 2 * W.WARPGROUP_THREADS)
             corr0 = float32(1)
             corr1 = float32(1)
             if j < n_blocks:
-                ptx.wgmma_wait_group_sync_aligned(1 if j > 0 else 0)   # S_j is in (PV_{j-1} may still run)
+                ptx.wgmma_wait_group_sync_aligned(1 if OVERLAP and j > 0 else 0)   # S_j is in (PV_{j-1} may run on)
                 # ---- online softmax of S_j, in place: s holds exp2(S * scale * log2(e) - max) after it
                 masked = (j + 1) * BN > seqlen_k
                 if CAUSAL:
@@ -293,13 +294,16 @@ def attention_kernel(tma_q, tma_k, tma_v, tma_o, lse, seqlen_q, seqlen_k, heads,
             ptx.cp_async_bulk_wait_group_read(0)     # the stores have read shared memory before the CTA ends
 
 
-def kernel_constants(head_dim=128, stages=2, causal=False, ab="bf16", bn=None) -> dict:
-    """The compile-time constants of one configuration."""
+def kernel_constants(head_dim=128, stages=2, causal=False, ab="bf16", bn=None, pingpong=True, overlap=True) -> dict:
+    """The compile-time constants of one configuration. ``pingpong=False``: the consumers issue their GEMMs
+    without taking turns; ``overlap=False``: each round waits for both GEMMs before the softmax (the
+    ablations of FlashAttention-3's two overlaps)."""
     bn = bn or block_n(head_dim)
     mma_s = getattr(ptx, f"wgmma_mma_async_sync_aligned_m64n{bn}k16_f32_{ab}_{ab}_ss")
     mma_o = getattr(ptx, f"wgmma_mma_async_sync_aligned_m64n{head_dim}k16_f32_{ab}_{ab}_rs")
     cvt = ptx.cvt_rn_bf16x2_f32 if ab == "bf16" else ptx.cvt_rn_f16x2_f32
-    return dict(HD=head_dim, BN=bn, STAGES=stages, CAUSAL=int(bool(causal)), MMA_S=mma_s, MMA_O=mma_o, CVT=cvt,
+    return dict(HD=head_dim, BN=bn, STAGES=stages, CAUSAL=int(bool(causal)), PINGPONG=int(bool(pingpong)),
+                OVERLAP=int(bool(overlap)), MMA_S=mma_s, MMA_O=mma_o, CVT=cvt,
                 S_REGS=W.accumulators(bn), O_REGS=W.accumulators(head_dim), P_REGS=bn // 4,
                 **sizes(head_dim, bn, stages))
 

@@ -92,6 +92,9 @@ def test_host_arrays_are_refused_before_the_gpu_is_asked():
     x = np.zeros((1, 17, 2, 64), np.uint16)
     with pytest.raises(AsyncpipeError, match=r"attention: q must be a CUDA device array"):
         attention(x, x, x)
+    with pytest.raises(AsyncpipeError, match=r"attention: pingpong and overlap must be True or False, got "
+                                             r"pingpong=1, overlap=True"):
+        attention(x, x, x, pingpong=1)
 
 
 def test_the_reference_is_softmax_attention():

@@ -35,3 +35,15 @@ def test_attention_matches_float64(b, sq, sk, h, hkv, d, dtype, causal, rng):
     finite = np.isfinite(want_lse)
     assert np.abs(got_lse[finite] - want_lse[finite]).max() < 1e-4
     assert np.abs(o - want).max() < 4 * (2.0 ** -7 if dtype == "bfloat16" else 2.0 ** -9)   # 16-bit P and O
+
+
+@pytest.mark.parametrize("pingpong, overlap", [(False, False)])   # each switch alone: by hand, the same
+def test_the_ablations_give_the_same_answer(pingpong, overlap, rng):
+    """Without ping-pong, without the intra-warpgroup overlap, without both: two key blocks, causal."""
+    q, k, v = (bf16_bits(rng.standard_normal(s).astype(np.float32)) for s in ((1, 20, 1, 64), (1, 150, 1, 64),
+                                                                              (1, 150, 1, 64)))
+    out, lse = attention(cuda.to_device(q), cuda.to_device(k), cuda.to_device(v), causal=True, pingpong=pingpong,
+                         overlap=overlap)
+    want, want_lse = reference(bf16_to_float32(q), bf16_to_float32(k), bf16_to_float32(v), causal=True)
+    assert np.abs(bf16_to_float32(out.copy_to_host()) - want).max() < 4 * 2.0 ** -7
+    assert np.abs(lse.copy_to_host() - want_lse).max() < 1e-4
