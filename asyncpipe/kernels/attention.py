@@ -49,7 +49,8 @@ def check_attention(q_shape, k_shape, v_shape, dtypes, strides, *, causal, smem_
           f"v {dtypes[2]}")
     check(dtypes[0] in _DTYPES, API, "q, k, v must be bfloat16 or float16", dtypes[0])
     B, Sq, H, D = q_shape
-    check(tuple(k_shape) == tuple(v_shape), API, "k and v must have one shape", f"k {tuple(k_shape)}, v {tuple(v_shape)}")
+    check(tuple(k_shape) == tuple(v_shape), API, "k and v must have one shape",
+          f"k {tuple(k_shape)}, v {tuple(v_shape)}")
     Bk, Sk, Hkv, Dk = k_shape
     check(D in AK.HEAD_DIMS, API, f"head_dim must be one of {AK.HEAD_DIMS}", f"q's head_dim {D}")
     check(Dk == D, API, "k and v must have q's head_dim", f"q {D}, k {Dk}")

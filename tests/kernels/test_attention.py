@@ -60,7 +60,8 @@ def test_a_valid_problem_passes():
 
 @pytest.mark.parametrize("args, match", [
     (dict(q=(1, 17, 64)), r"q must be 4-D \(batch, seqlen, heads, head_dim\).*got 3-D of shape \(1, 17, 64\)"),
-    (dict(dtypes=("bfloat16", "float16", "bfloat16")), r"q, k and v must have one element type, got q bfloat16, k float16"),
+    (dict(dtypes=("bfloat16", "float16", "bfloat16")),
+     r"q, k and v must have one element type, got q bfloat16, k float16"),
     (dict(dtypes=("float32",) * 3), r"q, k, v must be bfloat16 or float16, got float32"),
     (dict(q=(1, 17, 2, 96), k=(1, 20, 2, 96)), r"head_dim must be one of \(64, 128, 256\), got q's head_dim 96"),
     (dict(k=(1, 20, 2, 128)), r"k and v must have q's head_dim, got q 64, k 128"),
