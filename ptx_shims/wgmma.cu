@@ -11,6 +11,10 @@
 //
 // Immediates (imm-trans-a/b, wait_group N, setmaxnreg's count) are chosen by a switch that LTO folds
 // when the argument is a compile-time constant. imm-scale-a and imm-scale-b are always 1 (no negation).
+//
+// FP8 (.e4m3 / .e5m2 inputs, m64nNk32): the same N/2 .f32 accumulators, but no imm-trans-a/imm-trans-b
+// operands (the PTX ISA allows only K-major A and B for 8-bit types), so each FP8 shim is a single asm
+// statement with no switch; A in registers is four .b32 holding four 8-bit values each.
 #include "common.cuh"
 
 // ---- accumulator operand lists: d[0..N/2-1], in and out, in the PTX register-list order ---------------
@@ -50,6 +54,11 @@
 // scale-d (%S), imm-scale-a = imm-scale-b = 1, imm-trans-b (TB).
 #define AP_RS(OP, D, A, B, S, TB)                                                                      \
   "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %" S ", 0;\n\t" OP " " D ", " A ", %" B ", p, 1, 1, " TB ";\n\t}"
+// The FP8 forms' templates: the same operands without the trans immediates (8-bit A and B are K-major).
+#define AP_SS8(OP, D, A, B, S) \
+  "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %" S ", 0;\n\t" OP " " D ", %" A ", %" B ", p, 1, 1;\n\t}"
+#define AP_RS8(OP, D, A, B, S) \
+  "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %" S ", 0;\n\t" OP " " D ", " A ", %" B ", p, 1, 1;\n\t}"
 #define AP_SS_IN "l"(a_desc), "l"(b_desc), "r"(scale_d)
 #define AP_RS_IN "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(b_desc), "r"(scale_d)
 
@@ -295,6 +304,116 @@ extern "C" __device__ void ap_wgmma_mma_async_sync_aligned_m64n256k16_f32_f16_f1
                          : AP_D128 : AP_RS_IN : "memory");
             break;
   }
+}
+
+// ---- mma_async, FP8: .e4m3 / .e5m2 inputs, k32, A and B K-major -------------------------------------
+
+// wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3
+//     d, a-desc, b-desc, scale-d, imm-scale-a, imm-scale-b;
+// PTX ISA 8.0, sm_90a. A and B (K-major) from shared memory through their matrix descriptors; d: 32 floats.
+extern "C" __device__ void ap_wgmma_mma_async_sync_aligned_m64n64k32_f32_e4m3_e4m3_ss(
+    float* d, unsigned long long a_desc, unsigned long long b_desc, int scale_d) {
+  asm volatile(AP_SS8(AP_OP("m64n64k32", "e4m3"), AP_D32_REGS, "32", "33", "34") : AP_D32 : AP_SS_IN : "memory");
+}
+
+// wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3
+//     d, a, b-desc, scale-d, imm-scale-a, imm-scale-b;
+// PTX ISA 8.0, sm_90a. A from registers (four .b32, four e4m3 each, lowest byte first), B (K-major) from shared
+// memory; d: 32 floats.
+extern "C" __device__ void ap_wgmma_mma_async_sync_aligned_m64n64k32_f32_e4m3_e4m3_rs(
+    float* d, unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned long long b_desc, int scale_d) {
+  asm volatile(AP_RS8(AP_OP("m64n64k32", "e4m3"), AP_D32_REGS, "{%32, %33, %34, %35}", "36", "37")
+               : AP_D32 : AP_RS_IN : "memory");
+}
+
+// wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3
+//     d, a-desc, b-desc, scale-d, imm-scale-a, imm-scale-b;
+// PTX ISA 8.0, sm_90a. A and B (K-major) from shared memory through their matrix descriptors; d: 64 floats.
+extern "C" __device__ void ap_wgmma_mma_async_sync_aligned_m64n128k32_f32_e4m3_e4m3_ss(
+    float* d, unsigned long long a_desc, unsigned long long b_desc, int scale_d) {
+  asm volatile(AP_SS8(AP_OP("m64n128k32", "e4m3"), AP_D64_REGS, "64", "65", "66") : AP_D64 : AP_SS_IN : "memory");
+}
+
+// wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3
+//     d, a, b-desc, scale-d, imm-scale-a, imm-scale-b;
+// PTX ISA 8.0, sm_90a. A from registers (four .b32, four e4m3 each, lowest byte first), B (K-major) from shared
+// memory; d: 64 floats.
+extern "C" __device__ void ap_wgmma_mma_async_sync_aligned_m64n128k32_f32_e4m3_e4m3_rs(
+    float* d, unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned long long b_desc, int scale_d) {
+  asm volatile(AP_RS8(AP_OP("m64n128k32", "e4m3"), AP_D64_REGS, "{%64, %65, %66, %67}", "68", "69")
+               : AP_D64 : AP_RS_IN : "memory");
+}
+
+// wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3
+//     d, a-desc, b-desc, scale-d, imm-scale-a, imm-scale-b;
+// PTX ISA 8.0, sm_90a. A and B (K-major) from shared memory through their matrix descriptors; d: 128 floats.
+extern "C" __device__ void ap_wgmma_mma_async_sync_aligned_m64n256k32_f32_e4m3_e4m3_ss(
+    float* d, unsigned long long a_desc, unsigned long long b_desc, int scale_d) {
+  asm volatile(AP_SS8(AP_OP("m64n256k32", "e4m3"), AP_D128_REGS, "128", "129", "130") : AP_D128 : AP_SS_IN : "memory");
+}
+
+// wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3
+//     d, a, b-desc, scale-d, imm-scale-a, imm-scale-b;
+// PTX ISA 8.0, sm_90a. A from registers (four .b32, four e4m3 each, lowest byte first), B (K-major) from shared
+// memory; d: 128 floats.
+extern "C" __device__ void ap_wgmma_mma_async_sync_aligned_m64n256k32_f32_e4m3_e4m3_rs(
+    float* d, unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned long long b_desc, int scale_d) {
+  asm volatile(AP_RS8(AP_OP("m64n256k32", "e4m3"), AP_D128_REGS, "{%128, %129, %130, %131}", "132", "133")
+               : AP_D128 : AP_RS_IN : "memory");
+}
+
+// wgmma.mma_async.sync.aligned.m64n64k32.f32.e5m2.e5m2
+//     d, a-desc, b-desc, scale-d, imm-scale-a, imm-scale-b;
+// PTX ISA 8.0, sm_90a. A and B (K-major) from shared memory through their matrix descriptors; d: 32 floats.
+extern "C" __device__ void ap_wgmma_mma_async_sync_aligned_m64n64k32_f32_e5m2_e5m2_ss(
+    float* d, unsigned long long a_desc, unsigned long long b_desc, int scale_d) {
+  asm volatile(AP_SS8(AP_OP("m64n64k32", "e5m2"), AP_D32_REGS, "32", "33", "34") : AP_D32 : AP_SS_IN : "memory");
+}
+
+// wgmma.mma_async.sync.aligned.m64n64k32.f32.e5m2.e5m2
+//     d, a, b-desc, scale-d, imm-scale-a, imm-scale-b;
+// PTX ISA 8.0, sm_90a. A from registers (four .b32, four e5m2 each, lowest byte first), B (K-major) from shared
+// memory; d: 32 floats.
+extern "C" __device__ void ap_wgmma_mma_async_sync_aligned_m64n64k32_f32_e5m2_e5m2_rs(
+    float* d, unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned long long b_desc, int scale_d) {
+  asm volatile(AP_RS8(AP_OP("m64n64k32", "e5m2"), AP_D32_REGS, "{%32, %33, %34, %35}", "36", "37")
+               : AP_D32 : AP_RS_IN : "memory");
+}
+
+// wgmma.mma_async.sync.aligned.m64n128k32.f32.e5m2.e5m2
+//     d, a-desc, b-desc, scale-d, imm-scale-a, imm-scale-b;
+// PTX ISA 8.0, sm_90a. A and B (K-major) from shared memory through their matrix descriptors; d: 64 floats.
+extern "C" __device__ void ap_wgmma_mma_async_sync_aligned_m64n128k32_f32_e5m2_e5m2_ss(
+    float* d, unsigned long long a_desc, unsigned long long b_desc, int scale_d) {
+  asm volatile(AP_SS8(AP_OP("m64n128k32", "e5m2"), AP_D64_REGS, "64", "65", "66") : AP_D64 : AP_SS_IN : "memory");
+}
+
+// wgmma.mma_async.sync.aligned.m64n128k32.f32.e5m2.e5m2
+//     d, a, b-desc, scale-d, imm-scale-a, imm-scale-b;
+// PTX ISA 8.0, sm_90a. A from registers (four .b32, four e5m2 each, lowest byte first), B (K-major) from shared
+// memory; d: 64 floats.
+extern "C" __device__ void ap_wgmma_mma_async_sync_aligned_m64n128k32_f32_e5m2_e5m2_rs(
+    float* d, unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned long long b_desc, int scale_d) {
+  asm volatile(AP_RS8(AP_OP("m64n128k32", "e5m2"), AP_D64_REGS, "{%64, %65, %66, %67}", "68", "69")
+               : AP_D64 : AP_RS_IN : "memory");
+}
+
+// wgmma.mma_async.sync.aligned.m64n256k32.f32.e5m2.e5m2
+//     d, a-desc, b-desc, scale-d, imm-scale-a, imm-scale-b;
+// PTX ISA 8.0, sm_90a. A and B (K-major) from shared memory through their matrix descriptors; d: 128 floats.
+extern "C" __device__ void ap_wgmma_mma_async_sync_aligned_m64n256k32_f32_e5m2_e5m2_ss(
+    float* d, unsigned long long a_desc, unsigned long long b_desc, int scale_d) {
+  asm volatile(AP_SS8(AP_OP("m64n256k32", "e5m2"), AP_D128_REGS, "128", "129", "130") : AP_D128 : AP_SS_IN : "memory");
+}
+
+// wgmma.mma_async.sync.aligned.m64n256k32.f32.e5m2.e5m2
+//     d, a, b-desc, scale-d, imm-scale-a, imm-scale-b;
+// PTX ISA 8.0, sm_90a. A from registers (four .b32, four e5m2 each, lowest byte first), B (K-major) from shared
+// memory; d: 128 floats.
+extern "C" __device__ void ap_wgmma_mma_async_sync_aligned_m64n256k32_f32_e5m2_e5m2_rs(
+    float* d, unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned long long b_desc, int scale_d) {
+  asm volatile(AP_RS8(AP_OP("m64n256k32", "e5m2"), AP_D128_REGS, "{%128, %129, %130, %131}", "132", "133")
+               : AP_D128 : AP_RS_IN : "memory");
 }
 
 // ---- setmaxnreg ----------------------------------------------------------------------------------------

@@ -43,6 +43,14 @@ MN-major (A as K x M row-major; B as K x N row-major, numpy's ``C = A @ B`` layo
 computes D = A*B (the accumulators' old values are ignored), anything else D = A*B + D.
 ``imm-scale-a``/``imm-scale-b`` are fixed at 1 (no negation).
 
+**FP8** (``..._m64nNk32_f32_e4m3_e4m3_ss/_rs``, ``..._e5m2_e5m2_...``): D[64 x N] (+)= A[64 x 32] *
+B[32 x N] with OCP E4M3 or E5M2 inputs and the same fp32 accumulators (``d_row_col``). The PTX ISA has
+no imm-trans-a/imm-trans-b for 8-bit types: both operands are K-major (A as M x K, B as N x K
+row-major), so these primitives take no trans arguments. With the 128-byte swizzle one row holds 128
+elements of K and the k-th k32 step starts ``32 * k`` bytes further (as bf16's k16 step). A in
+registers: four ``.b32``, four 8-bit codes each, lowest byte first; element ``e`` (0..15) is
+A[16*w + g + 8*((e >> 2) & 1), 4*q + (e & 3) + 16*(e >> 3)] (``a_row_col_8bit``). SASS: ``QGMMA``.
+
 **Register hand-over.** ``setmaxnreg_dec_sync_aligned_u32(40)`` in a producer warpgroup and
 ``setmaxnreg_inc_sync_aligned_u32(232)`` in the consumers move registers from one to the other.
 The kernel must be compiled with a register count known at compile time (``launch_bounds``, e.g.
@@ -59,7 +67,7 @@ from ..wgmma_layout import (  # noqa: F401  (the ISA's wgmma facts, re-exported 
     DESC_BASE_OFFSET_MASK, DESC_SWIZZLE_BIT, SWIZZLE_NONE, SWIZZLE_128B, SWIZZLE_64B, SWIZZLE_32B,
     SWIZZLE_CODES, SWIZZLE_ATOM_BYTES, SWIZZLE_128B_ROW_BYTES, SWIZZLE_ATOM_ROWS, K_MAJOR_128B_LBO,
     K_MAJOR_128B_SBO, MN_MAJOR_128B_SBO, WGMMA_M, WGMMA_K, WGMMA_N, WARPGROUP_THREADS, SETMAXNREG_MIN,
-    SETMAXNREG_MAX, SETMAXNREG_STEP, accumulators, a_row_col, d_row_col,
+    SETMAXNREG_MAX, SETMAXNREG_STEP, WGMMA_K_8BIT, accumulators, a_row_col, a_row_col_8bit, d_row_col,
 )
 from ._registry import primitive
 
@@ -249,6 +257,112 @@ def wgmma_mma_async_sync_aligned_m64n256k16_f32_f16_f16_rs(d, a0, a1, a2, a3, b_
     """D[64 x 256] (+)= A[64 x 16] (registers) * B[16 x 256] (shared memory), f16; ``d``: 128 fp32 per thread."""
     _sim.mma(d, (a0, a1, a2, a3), b_desc, scale_d, 0, imm_trans_b, n=256, ab="f16", form="rs",
              api="wgmma_mma_async_sync_aligned_m64n256k16_f32_f16_f16_rs")
+
+
+# ---- mma_async, FP8 (.e4m3 / .e5m2, k32): no trans immediates, A and B K-major ------------------------------
+# _ss(d, a_desc, b_desc, scale_d): D (64 x N fp32, d = addr(acc, 0) of a cuda.local.array(N // 2, float32)) =
+#   A (64 x 32) * B (32 x N) [+ D], A (M x K) and B (N x K) K-major in shared memory through the descriptors.
+# _rs(d, a0, a1, a2, a3, b_desc, scale_d): A from registers, four 8-bit codes per register, lowest byte first, as
+#   a_row_col_8bit says.
+_SS8 = "void(voidptr, uint64, uint64, int32)"
+_RS8 = "void(voidptr, uint32, uint32, uint32, uint32, uint64, int32)"
+_SS8_PTX = " d, a-desc, b-desc, scale-d, imm-scale-a, imm-scale-b;"
+_RS8_PTX = " d, a, b-desc, scale-d, imm-scale-a, imm-scale-b;"
+FP8_TYPES = ("e4m3", "e5m2")
+
+
+def _op8(n, ab):
+    return f"wgmma.mma_async.sync.aligned.m64n{n}k32.f32.{ab}.{ab}"
+
+
+def _qgmma(n, ab):
+    """The SASS opcode of the FP8 forms: ``QGMMA.64xNx32.F32.E4M3.E4M3`` (read off ptxas's output)."""
+    t = ab.upper()
+    return (f"QGMMA.64x{n}x32.F32.{t}.{t}",)
+
+
+@primitive(_SS8, ptx=_op8(64, "e4m3") + _SS8_PTX, isa=80, sm=90, who=_WG, sass=_qgmma(64, "e4m3"), arch_specific=True)
+def wgmma_mma_async_sync_aligned_m64n64k32_f32_e4m3_e4m3_ss(d, a_desc, b_desc, scale_d):
+    """D[64 x 64] (+)= A[64 x 32] * B[32 x 64], e4m3 from shared memory, K-major; ``d``: 32 fp32 per thread."""
+    _sim.mma(d, a_desc, b_desc, scale_d, 0, 0, n=64, ab="e4m3", form="ss",
+             api="wgmma_mma_async_sync_aligned_m64n64k32_f32_e4m3_e4m3_ss")
+
+
+@primitive(_RS8, ptx=_op8(64, "e4m3") + _RS8_PTX, isa=80, sm=90, who=_WG, sass=_qgmma(64, "e4m3"), arch_specific=True)
+def wgmma_mma_async_sync_aligned_m64n64k32_f32_e4m3_e4m3_rs(d, a0, a1, a2, a3, b_desc, scale_d):
+    """D[64 x 64] (+)= A[64 x 32] (registers) * B[32 x 64] (shared memory), e4m3; ``d``: 32 fp32 per thread."""
+    _sim.mma(d, (a0, a1, a2, a3), b_desc, scale_d, 0, 0, n=64, ab="e4m3", form="rs",
+             api="wgmma_mma_async_sync_aligned_m64n64k32_f32_e4m3_e4m3_rs")
+
+
+@primitive(_SS8, ptx=_op8(128, "e4m3") + _SS8_PTX, isa=80, sm=90, who=_WG, sass=_qgmma(128, "e4m3"), arch_specific=True)
+def wgmma_mma_async_sync_aligned_m64n128k32_f32_e4m3_e4m3_ss(d, a_desc, b_desc, scale_d):
+    """D[64 x 128] (+)= A[64 x 32] * B[32 x 128], e4m3 from shared memory, K-major; ``d``: 64 fp32 per thread."""
+    _sim.mma(d, a_desc, b_desc, scale_d, 0, 0, n=128, ab="e4m3", form="ss",
+             api="wgmma_mma_async_sync_aligned_m64n128k32_f32_e4m3_e4m3_ss")
+
+
+@primitive(_RS8, ptx=_op8(128, "e4m3") + _RS8_PTX, isa=80, sm=90, who=_WG, sass=_qgmma(128, "e4m3"), arch_specific=True)
+def wgmma_mma_async_sync_aligned_m64n128k32_f32_e4m3_e4m3_rs(d, a0, a1, a2, a3, b_desc, scale_d):
+    """D[64 x 128] (+)= A[64 x 32] (registers) * B[32 x 128] (shared memory), e4m3; ``d``: 64 fp32 per thread."""
+    _sim.mma(d, (a0, a1, a2, a3), b_desc, scale_d, 0, 0, n=128, ab="e4m3", form="rs",
+             api="wgmma_mma_async_sync_aligned_m64n128k32_f32_e4m3_e4m3_rs")
+
+
+@primitive(_SS8, ptx=_op8(256, "e4m3") + _SS8_PTX, isa=80, sm=90, who=_WG, sass=_qgmma(256, "e4m3"), arch_specific=True)
+def wgmma_mma_async_sync_aligned_m64n256k32_f32_e4m3_e4m3_ss(d, a_desc, b_desc, scale_d):
+    """D[64 x 256] (+)= A[64 x 32] * B[32 x 256], e4m3 from shared memory, K-major; ``d``: 128 fp32 per thread."""
+    _sim.mma(d, a_desc, b_desc, scale_d, 0, 0, n=256, ab="e4m3", form="ss",
+             api="wgmma_mma_async_sync_aligned_m64n256k32_f32_e4m3_e4m3_ss")
+
+
+@primitive(_RS8, ptx=_op8(256, "e4m3") + _RS8_PTX, isa=80, sm=90, who=_WG, sass=_qgmma(256, "e4m3"), arch_specific=True)
+def wgmma_mma_async_sync_aligned_m64n256k32_f32_e4m3_e4m3_rs(d, a0, a1, a2, a3, b_desc, scale_d):
+    """D[64 x 256] (+)= A[64 x 32] (registers) * B[32 x 256] (shared memory), e4m3; ``d``: 128 fp32 per thread."""
+    _sim.mma(d, (a0, a1, a2, a3), b_desc, scale_d, 0, 0, n=256, ab="e4m3", form="rs",
+             api="wgmma_mma_async_sync_aligned_m64n256k32_f32_e4m3_e4m3_rs")
+
+
+@primitive(_SS8, ptx=_op8(64, "e5m2") + _SS8_PTX, isa=80, sm=90, who=_WG, sass=_qgmma(64, "e5m2"), arch_specific=True)
+def wgmma_mma_async_sync_aligned_m64n64k32_f32_e5m2_e5m2_ss(d, a_desc, b_desc, scale_d):
+    """D[64 x 64] (+)= A[64 x 32] * B[32 x 64], e5m2 from shared memory, K-major; ``d``: 32 fp32 per thread."""
+    _sim.mma(d, a_desc, b_desc, scale_d, 0, 0, n=64, ab="e5m2", form="ss",
+             api="wgmma_mma_async_sync_aligned_m64n64k32_f32_e5m2_e5m2_ss")
+
+
+@primitive(_RS8, ptx=_op8(64, "e5m2") + _RS8_PTX, isa=80, sm=90, who=_WG, sass=_qgmma(64, "e5m2"), arch_specific=True)
+def wgmma_mma_async_sync_aligned_m64n64k32_f32_e5m2_e5m2_rs(d, a0, a1, a2, a3, b_desc, scale_d):
+    """D[64 x 64] (+)= A[64 x 32] (registers) * B[32 x 64] (shared memory), e5m2; ``d``: 32 fp32 per thread."""
+    _sim.mma(d, (a0, a1, a2, a3), b_desc, scale_d, 0, 0, n=64, ab="e5m2", form="rs",
+             api="wgmma_mma_async_sync_aligned_m64n64k32_f32_e5m2_e5m2_rs")
+
+
+@primitive(_SS8, ptx=_op8(128, "e5m2") + _SS8_PTX, isa=80, sm=90, who=_WG, sass=_qgmma(128, "e5m2"), arch_specific=True)
+def wgmma_mma_async_sync_aligned_m64n128k32_f32_e5m2_e5m2_ss(d, a_desc, b_desc, scale_d):
+    """D[64 x 128] (+)= A[64 x 32] * B[32 x 128], e5m2 from shared memory, K-major; ``d``: 64 fp32 per thread."""
+    _sim.mma(d, a_desc, b_desc, scale_d, 0, 0, n=128, ab="e5m2", form="ss",
+             api="wgmma_mma_async_sync_aligned_m64n128k32_f32_e5m2_e5m2_ss")
+
+
+@primitive(_RS8, ptx=_op8(128, "e5m2") + _RS8_PTX, isa=80, sm=90, who=_WG, sass=_qgmma(128, "e5m2"), arch_specific=True)
+def wgmma_mma_async_sync_aligned_m64n128k32_f32_e5m2_e5m2_rs(d, a0, a1, a2, a3, b_desc, scale_d):
+    """D[64 x 128] (+)= A[64 x 32] (registers) * B[32 x 128] (shared memory), e5m2; ``d``: 64 fp32 per thread."""
+    _sim.mma(d, (a0, a1, a2, a3), b_desc, scale_d, 0, 0, n=128, ab="e5m2", form="rs",
+             api="wgmma_mma_async_sync_aligned_m64n128k32_f32_e5m2_e5m2_rs")
+
+
+@primitive(_SS8, ptx=_op8(256, "e5m2") + _SS8_PTX, isa=80, sm=90, who=_WG, sass=_qgmma(256, "e5m2"), arch_specific=True)
+def wgmma_mma_async_sync_aligned_m64n256k32_f32_e5m2_e5m2_ss(d, a_desc, b_desc, scale_d):
+    """D[64 x 256] (+)= A[64 x 32] * B[32 x 256], e5m2 from shared memory, K-major; ``d``: 128 fp32 per thread."""
+    _sim.mma(d, a_desc, b_desc, scale_d, 0, 0, n=256, ab="e5m2", form="ss",
+             api="wgmma_mma_async_sync_aligned_m64n256k32_f32_e5m2_e5m2_ss")
+
+
+@primitive(_RS8, ptx=_op8(256, "e5m2") + _RS8_PTX, isa=80, sm=90, who=_WG, sass=_qgmma(256, "e5m2"), arch_specific=True)
+def wgmma_mma_async_sync_aligned_m64n256k32_f32_e5m2_e5m2_rs(d, a0, a1, a2, a3, b_desc, scale_d):
+    """D[64 x 256] (+)= A[64 x 32] (registers) * B[32 x 256] (shared memory), e5m2; ``d``: 128 fp32 per thread."""
+    _sim.mma(d, (a0, a1, a2, a3), b_desc, scale_d, 0, 0, n=256, ab="e5m2", form="rs",
+             api="wgmma_mma_async_sync_aligned_m64n256k32_f32_e5m2_e5m2_rs")
 
 
 # ---- setmaxnreg -------------------------------------------------------------------------------------------

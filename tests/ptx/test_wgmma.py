@@ -11,10 +11,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from numba import cuda, float32, types, uint16, uint32, uint64
+from numba import cuda, float32, types, uint8, uint16, uint32, uint64
 
 from asyncpipe import ptx
+from asyncpipe.backend import simulating
 from asyncpipe.errors import AsyncpipeError
+from asyncpipe.formats.minifloat import E4M3, E5M2, decode
 from asyncpipe.kernels.unroll import unroll, unrolled
 from asyncpipe.kernels.wgmma_gemm import bf16_bits, bf16_to_float32
 from asyncpipe.ptx import wgmma as W
@@ -23,6 +25,8 @@ from tests.sass import assert_sass
 STEM = "wgmma"
 NS = (64, 128, 256)
 ABS = ("bf16", "f16")
+FP8 = ("e4m3", "e5m2")      # the 8-bit input types of m64nNk32 (K-major only: no trans operands)
+FP8_FORMATS = {"e4m3": E4M3, "e5m2": E5M2}
 TILE_K = 64                 # shared tiles are 64 elements (128 bytes) wide along K: one swizzle row
 SW_ROW = 64                 # elements per 128-byte swizzle row
 THREADS = W.WARPGROUP_THREADS
@@ -45,8 +49,25 @@ MMA = {
 }
 
 
+# the FP8 forms: (N, input type, form)
+MMA8 = {
+    (64, "e4m3", "ss"): ptx.wgmma_mma_async_sync_aligned_m64n64k32_f32_e4m3_e4m3_ss,
+    (64, "e4m3", "rs"): ptx.wgmma_mma_async_sync_aligned_m64n64k32_f32_e4m3_e4m3_rs,
+    (128, "e4m3", "ss"): ptx.wgmma_mma_async_sync_aligned_m64n128k32_f32_e4m3_e4m3_ss,
+    (128, "e4m3", "rs"): ptx.wgmma_mma_async_sync_aligned_m64n128k32_f32_e4m3_e4m3_rs,
+    (256, "e4m3", "ss"): ptx.wgmma_mma_async_sync_aligned_m64n256k32_f32_e4m3_e4m3_ss,
+    (256, "e4m3", "rs"): ptx.wgmma_mma_async_sync_aligned_m64n256k32_f32_e4m3_e4m3_rs,
+    (64, "e5m2", "ss"): ptx.wgmma_mma_async_sync_aligned_m64n64k32_f32_e5m2_e5m2_ss,
+    (64, "e5m2", "rs"): ptx.wgmma_mma_async_sync_aligned_m64n64k32_f32_e5m2_e5m2_rs,
+    (128, "e5m2", "ss"): ptx.wgmma_mma_async_sync_aligned_m64n128k32_f32_e5m2_e5m2_ss,
+    (128, "e5m2", "rs"): ptx.wgmma_mma_async_sync_aligned_m64n128k32_f32_e5m2_e5m2_rs,
+    (256, "e5m2", "ss"): ptx.wgmma_mma_async_sync_aligned_m64n256k32_f32_e5m2_e5m2_ss,
+    (256, "e5m2", "rs"): ptx.wgmma_mma_async_sync_aligned_m64n256k32_f32_e5m2_e5m2_rs,
+}
+
+
 def mma(n, ab, form):
-    return MMA[n, ab, form]
+    return MMA8[n, ab, form] if ab in FP8 else MMA[n, ab, form]
 
 
 def hgmma_lines(sass: str, n: int, ab: str) -> list[str]:
@@ -56,12 +77,18 @@ def hgmma_lines(sass: str, n: int, ab: str) -> list[str]:
     return [line for line in sass.splitlines() if re.search(rf"\b{re.escape(op)}\s", line)]
 
 
+def qgmma_lines(sass: str, n: int, ab: str) -> list[str]:
+    """The QGMMA instructions (FP8 inputs) of shape 64 x n x 32 with fp32 accumulators and ``ab`` inputs."""
+    op = W._qgmma(n, ab)[0]
+    return [line for line in sass.splitlines() if re.search(rf"\b{re.escape(op)}\s", line)]
+
+
 # ---------------------------------------------------------------------------------------------
 # Registry and shim agree
 # ---------------------------------------------------------------------------------------------
 def test_registry_matches_shim():
     names = {n for n, p in ptx.REGISTRY.items() if p.stem == STEM}
-    assert len(names) == 3 + 2 * len(NS) * len(ABS) + 2 + 1
+    assert len(names) == 3 + 2 * len(NS) * len(ABS) + 2 * len(NS) * len(FP8) + 2 + 1
     text = (Path(ptx.shim_dir()) / f"{STEM}.cu").read_text()
     shims = set(re.findall(r'extern "C" __device__ \w+(?: \w+)* ap_(\w+)\(', text))
     assert shims == names
@@ -81,6 +108,19 @@ def test_every_mma_form_is_declared():
                 assert p.ptx == f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ab}.{ab}" + ptx_tail
                 assert p.signature == (W._SS if form == "ss" else W._RS)
                 assert p.sass == W._hgmma(n, ab)
+
+
+def test_every_fp8_mma_form_is_declared():
+    """The FP8 forms: k32, no imm-trans operands (8-bit A and B are K-major), QGMMA in the SASS."""
+    assert set(MMA8) == {(n, ab, form) for n in NS for ab in FP8 for form in ("ss", "rs")}
+    for (n, ab, form), fn in MMA8.items():
+        p = fn.primitive
+        assert p.name == f"wgmma_mma_async_sync_aligned_m64n{n}k32_f32_{ab}_{ab}_{form}"
+        assert p.ptx == f"wgmma.mma_async.sync.aligned.m64n{n}k32.f32.{ab}.{ab}" + (
+            W._SS8_PTX if form == "ss" else W._RS8_PTX)
+        assert "imm-trans" not in p.ptx
+        assert p.signature == (W._SS8 if form == "ss" else W._RS8)
+        assert p.sass == W._qgmma(n, ab)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -155,6 +195,16 @@ def test_fragment_maps_cover_the_tiles():
     assert W.d_row_col(37, 5) == (16 + 1 + 8 * 0, 8 * 1 + 2 * 1 + 1)
 
 
+def test_fp8_fragment_map_covers_the_tile():
+    """a_row_col_8bit is a bijection onto the 64 x 32 A tile of m64nNk32; each register holds four
+    consecutive K of one row (a0: row g, a1: row g + 8, a2/a3: the same 16 columns further)."""
+    seen = {W.a_row_col_8bit(t, e) for t in range(THREADS) for e in range(16)}
+    assert seen == {(r, c) for r in range(64) for c in range(32)}
+    # thread 37: warp 1, lane 5 -> g = 1, q = 1
+    assert [W.a_row_col_8bit(37, e) for e in range(0, 16, 4)] == [(17, 4), (25, 4), (17, 20), (25, 20)]
+    assert [W.a_row_col_8bit(37, e)[1] for e in range(4)] == [4, 5, 6, 7]
+
+
 # ---------------------------------------------------------------------------------------------
 # Offline SASS
 # ---------------------------------------------------------------------------------------------
@@ -197,6 +247,41 @@ def test_mma_forms_sass(n, ab):
     assert "gsb0" in lines[-1], "the committed group's last HGMMA carries the gsb0 scoreboard"
     assert re.search(r"WARPGROUP\.DEPBAR\.LE gsb0, 0x0", cubin.sass)
     # the accumulators are registers: no local frame at all (the largest shape has 128 per thread)
+    assert cubin.resources.local == 0 and cubin.resources.stack == 0
+
+
+def forms8_kernel(out, descs, regs):
+    """Both FP8 forms of one shape: SS twice (the second one k32 step further), RS once."""
+    acc = cuda.local.array(N2, float32)
+    for i in unroll(N2):
+        acc[i] = float32(descs[3 + i])          # run-time values: nothing folds to zero
+    ptx.wgmma_fence_sync_aligned()
+    SS(ptx.addr(acc, 0), descs[0], descs[1], 1)
+    SS(ptx.addr(acc, 0), descs[0] + uint64(2), descs[1] + uint64(2), 1)
+    RS(ptx.addr(acc, 0), regs[0], regs[1], regs[2], regs[3], descs[2], 1)
+    ptx.wgmma_commit_group_sync_aligned()
+    ptx.wgmma_wait_group_sync_aligned(0)
+    t = cuda.threadIdx.x
+    for i in unroll(N2):
+        out[t * N2 + i] = acc[i]
+
+
+@pytest.mark.sass
+@pytest.mark.parametrize("ab", FP8)
+@pytest.mark.parametrize("n", NS)
+def test_fp8_mma_forms_sass(n, ab):
+    kernel = unrolled(forms8_kernel, N2=n // 2, SS=mma(n, ab, "ss"), RS=mma(n, ab, "rs"))
+    # not commit_group's registry opcode: it names HGMMA (the group's last mma carries gsb0), here a QGMMA
+    used = (ptx.wgmma_fence_sync_aligned, mma(n, ab, "ss"), mma(n, ab, "rs"), ptx.wgmma_wait_group_sync_aligned)
+    cubin = assert_sass(kernel, (F32, U64, U32), has=tuple(op for f in used for op in f.primitive.sass),
+                        lacks=("CALL", "LDL", "STL"))
+    lines = qgmma_lines(cubin.sass, n, ab)
+    assert len(lines) == 3, f"three {W._qgmma(n, ab)[0]} expected:\n{cubin.sass}"
+    assert not any("tnsp" in s for s in lines), "8-bit operands are K-major: no transpose flag\n" + "\n".join(lines)
+    rs = [s for s in lines if re.search(r"\sR\d+, R\d+, gdesc\[UR\d+\], R\d+", s)]
+    ss = [s for s in lines if re.search(r"\sR\d+, gdesc\[UR\d+\], R\d+", s) and not re.search(r", R\d+, gdesc", s)]
+    assert len(rs) == 1 and len(ss) == 2, "\n".join(lines)
+    assert "gsb0" in lines[-1], "the committed group's last QGMMA carries the gsb0 scoreboard"
     assert cubin.resources.local == 0 and cubin.resources.stack == 0
 
 
@@ -442,3 +527,146 @@ def test_cvta_to_shared_gpu():
     got = out.copy_to_host()
     np.testing.assert_array_equal(got[:256], np.arange(256) * 4)
     np.testing.assert_array_equal(got[256:], 0)      # alignment=1024 reaches the .shared::cta address
+
+
+# ---------------------------------------------------------------------------------------------
+# FP8 (m64nNk32, e4m3 / e5m2): one 64 x N x (32 * K_STEPS) product per form, A and B K-major in the 128B swizzle
+# ---------------------------------------------------------------------------------------------
+FP8_ROW = 128               # bytes = 8-bit elements of K in one 128-byte swizzle row (K up to 128 per tile)
+
+
+def tile8_kernel(a, bt, out, poison):
+    """a: 64 x K codes (row-major), bt: N x K codes (B transposed, row-major: B K-major); out: 64 x N fp32.
+    Shared tiles K-major in the 128B swizzle, as TMA writes a box of 128-byte rows: the 16-byte chunk j of
+    row r at chunk j ^ (r % 8); the k-th k32 step's descriptors start 32 bytes further."""
+    sa = cuda.shared.array(64 * FP8_ROW, uint8, alignment=1024)
+    sb = cuda.shared.array(N * FP8_ROW, uint8, alignment=1024)
+    t = cuda.threadIdx.x
+    e = t
+    while e < 64 * K:                                    # A[r, k]
+        r = e // K
+        k = e % K
+        sa[r * FP8_ROW + (((k >> 4) ^ (r & 7)) << 4) + (k & 15)] = a[e]
+        e += THREADS
+    e = t
+    while e < N * K:                                     # B^T[n, k] = B[k, n]
+        n = e // K
+        k = e % K
+        sb[n * FP8_ROW + (((k >> 4) ^ (n & 7)) << 4) + (k & 15)] = bt[e]
+        e += THREADS
+    ptx.fence_proxy_async_shared_cta()                   # generic-proxy writes, visible to wgmma
+    cuda.syncthreads()
+
+    base_a = ptx.cvta_to_shared_u32(ptx.addr(sa, 0))
+    base_b = ptx.cvta_to_shared_u32(ptx.addr(sb, 0))
+    w = t // 32
+    g = (t % 32) // 4
+    q = t % 4
+    acc = cuda.local.array(N2, float32)
+    for i in unroll(N2):
+        acc[i] = poison[0]                               # scale_d = 0 on the first step must ignore it
+    ptx.wgmma_fence_sync_aligned()
+    for s in unroll(K_STEPS):
+        b_desc = W.matrix_descriptor(base_b + s * 32, W.K_MAJOR_128B_LBO, W.K_MAJOR_128B_SBO, W.SWIZZLE_128B, 0)
+        if FORM == 0:
+            a_desc = W.matrix_descriptor(base_a + s * 32, W.K_MAJOR_128B_LBO, W.K_MAJOR_128B_SBO,
+                                         W.SWIZZLE_128B, 0)
+            MMA(ptx.addr(acc, 0), a_desc, b_desc, 1 if s > 0 else 0)
+        else:              # A from registers: a_row_col_8bit's map, four codes per register, lowest byte first
+            i0 = (16 * w + g) * K + 32 * s + 4 * q       # row r0, columns 32 s + 4 q ..
+            i1 = i0 + 8 * K                              # row r0 + 8
+            a0 = uint32(a[i0]) | (uint32(a[i0 + 1]) << 8) | (uint32(a[i0 + 2]) << 16) | (uint32(a[i0 + 3]) << 24)
+            a1 = uint32(a[i1]) | (uint32(a[i1 + 1]) << 8) | (uint32(a[i1 + 2]) << 16) | (uint32(a[i1 + 3]) << 24)
+            a2 = (uint32(a[i0 + 16]) | (uint32(a[i0 + 17]) << 8) | (uint32(a[i0 + 18]) << 16)
+                  | (uint32(a[i0 + 19]) << 24))
+            a3 = (uint32(a[i1 + 16]) | (uint32(a[i1 + 17]) << 8) | (uint32(a[i1 + 18]) << 16)
+                  | (uint32(a[i1 + 19]) << 24))
+            MMA(ptx.addr(acc, 0), a0, a1, a2, a3, b_desc, 1 if s > 0 else 0)
+        ptx.wgmma_commit_group_sync_aligned()            # one group per k32 step
+    ptx.wgmma_wait_group_sync_aligned(0)
+    for i in unroll(N2):                                 # d_row_col's map (the same for k32)
+        out[(16 * w + g + 8 * ((i >> 1) & 1)) * N + 8 * (i >> 2) + 2 * q + (i & 1)] = acc[i]
+
+
+def make_tile8_kernel(n, ab, form, k_steps=2):
+    return unrolled(tile8_kernel, N=n, N2=n // 2, K=32 * k_steps, K_STEPS=k_steps, FORM=0 if form == "ss" else 1,
+                    MMA=mma(n, ab, form), FP8_ROW=FP8_ROW, THREADS=THREADS)
+
+
+TILE8_ARGS = (types.uint8[::1], types.uint8[::1], F32, F32)
+
+
+def fp8_codes(rng, shape, ab, values="all"):
+    """Random codes of ``ab`` and their exact values (float64). ``values`` "all": every finite code
+    equally likely (both zeros, subnormals, negatives), the smallest subnormal and +-max always
+    present; "small": only codes whose magnitude is below 0x18 (subnormals and the lowest normal
+    binades), so that their decoding is what the sums are made of."""
+    fmt = FP8_FORMATS[ab]
+    finite = np.flatnonzero(np.isfinite(fmt.table)).astype(np.uint8)
+    if values == "small":
+        finite = finite[(finite & 0x7F) < 0x18]
+    codes = rng.choice(finite, size=shape).astype(np.uint8)
+    if values == "all":
+        codes.flat[:3] = (fmt.max_code, 0x80 | fmt.max_code, 0x01)
+        codes.flat[:] = rng.permutation(codes.ravel())
+    return codes, decode(codes, fmt).astype(np.float64)
+
+
+def fp8_tolerance(k_steps: int) -> float:
+    """|got - want| <= tolerance * (|A| @ |B|), elementwise. Every product of two 8-bit values is exact
+    in fp32 (at most 8 significant bits; 2^-32 .. 2^32 for e5m2), so only the accumulation rounds.
+    The simulator sums each k32 step in float64 and rounds (D + step) to fp32 once: at most 2^-24 of
+    |A| @ |B| per step, 2^-21 covers four steps. The GPU: Hopper's FP8 tensor cores are reported to
+    accumulate with about 13-14 mantissa bits, not fp32's 23 (DeepSeek-V3's report, "around 14 bits";
+    others measure e8m13). If each of a step's 33 addends (32 products and D) loses under 2^-13 of
+    the largest, a step errs by under 33 * 2^-13 of |A| @ |B|. That bound is unverified on a GPU.
+    A wrong layout or decode misses the dominant products, an O(1) share of |A| @ |B|."""
+    return 2.0 ** -21 if simulating() else k_steps * 33 * 2.0 ** -13
+
+
+def run_tile8(rng, n, ab, form, k_steps=2, values="all"):
+    k = 32 * k_steps
+    a_codes, a = fp8_codes(rng, (64, k), ab, values)
+    bt_codes, bt = fp8_codes(rng, (n, k), ab, values)
+    out = cuda.to_device(np.full((64, n), np.nan, np.float32))
+    poison = cuda.to_device(np.array([1e30], np.float32))
+    kernel = cuda.jit(make_tile8_kernel(n, ab, form, k_steps))
+    kernel[1, THREADS](cuda.to_device(a_codes.ravel()), cuda.to_device(bt_codes.ravel()), out.reshape(-1), poison)
+    got = out.copy_to_host().astype(np.float64)
+    want = a @ bt.T                                      # float64 of the exactly decoded inputs
+    tol = fp8_tolerance(k_steps) * (np.abs(a) @ np.abs(bt).T)
+    err = np.abs(got - want)
+    worst = np.unravel_index(np.argmax(err - tol), err.shape)
+    assert (err <= tol).all(), (f"{int((err > tol).sum())} of {err.size} outside the tolerance; worst D{worst}: got "
+                                f"{got[worst]!r}, want {want[worst]!r}, tolerance {tol[worst]!r}")
+
+
+@pytest.mark.sass
+@pytest.mark.parametrize("n, ab, form", [(256, "e4m3", "ss"), (64, "e5m2", "rs")])
+def test_fp8_tile_kernels_compile(n, ab, form):
+    """The FP8 GPU tests' kernels compile offline: shims inlined, accumulators in registers, one QGMMA
+    per k32 step."""
+    cubin = assert_sass(make_tile8_kernel(n, ab, form, 4), TILE8_ARGS, has=("QGMMA",),
+                        lacks=("CALL", "LDL", "STL"))
+    assert len(qgmma_lines(cubin.sass, n, ab)) == 4
+
+
+@pytest.mark.gpu
+@pytest.mark.hopper
+@pytest.mark.parametrize("ab", FP8)
+@pytest.mark.parametrize("n", NS)
+@pytest.mark.parametrize("form", ["ss", "rs"])
+@pytest.mark.parametrize("k_steps", [1, 4])
+def test_fp8_tile_gpu(k_steps, form, n, ab, rng):
+    """Every FP8 mma primitive, one k32 step (scale_d 0 only) or four (a whole 128-byte swizzle row of
+    K, chained), random codes over every finite value."""
+    run_tile8(rng, n, ab, form, k_steps)
+
+
+@pytest.mark.gpu
+@pytest.mark.hopper
+@pytest.mark.parametrize("ab", FP8)
+@pytest.mark.parametrize("form", ["ss", "rs"])
+def test_fp8_tile_small_values_gpu(form, ab, rng):
+    """Four k32 steps of subnormals and small normals only."""
+    run_tile8(rng, 64, ab, form, k_steps=4, values="small")

@@ -25,6 +25,12 @@ while the mma is pending cannot be seen.
 of the PTX ISA ("Shared Memory Matrix Layout"; CUTLASS's ``GmmaDescriptor`` comments spell the same
 layouts), with the swizzle applied to the absolute shared address as TMA writes it (16-byte chunk
 bits 4..6 XOR address bits 7..9, fewer bits for 64B and 32B).
+
+**FP8** (``.e4m3``/``.e5m2``, m64nNk32): the same layouts with 1-byte elements (16 per core-matrix row,
+K = 32 per instruction: 32 bytes of each K-major row, as for k16 with 2-byte elements); both operands
+K-major; A in registers is 16 bytes per thread (``a_row_col_8bit``). Codes decode exactly by OCP OFP8
+(``asyncpipe.formats.minifloat``: E4M3 bias 7, no infinities, NaN 0x7F/0xFF, max 448; E5M2 bias 15,
+IEEE-like with infinities and NaNs).
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ import functools
 import numpy as np
 
 from ... import wgmma_layout as W
+from ...formats.minifloat import E4M3, E5M2, decode
 from ..arrays import LOCAL, LocalArray, Ptr, shared_operand
 from ..errors import SimUsageError, WarpgroupError, WgmmaFenceError, WgmmaPendingError
 from ..scheduler import EXITED
@@ -51,6 +58,18 @@ _SWIZZLE_NAME = {0: "none", 32: "32B", 64: "64B", 128: "128B"}
 _SWIZZLE_MASK = {0: 0, 32: 1, 64: 3, 128: 7}      # address bits 7.. XORed into the 16-byte chunk bits 4..
 ELEM_BYTES = 2                                      # bf16 / f16
 CHUNK = 16                                          # bytes of a core-matrix row
+FP8 = {"e4m3": E4M3, "e5m2": E5M2}                  # the 1-byte input types (m64nNk32)
+
+
+def elem_bytes(ab: str) -> int:
+    """Bytes of one A/B element of the input type ``ab``: 1 for e4m3/e5m2, 2 for bf16/f16."""
+    return 1 if ab in FP8 else ELEM_BYTES
+
+
+def k_of(eb: int) -> int:
+    """K of one instruction with ``eb``-byte elements: 32 bytes of each row, two core-matrix chunks
+    (k16 for 16-bit types, k32 for 8-bit ones)."""
+    return 2 * CHUNK // eb
 
 
 # ---------------------------------------------------------------------------------------------
@@ -66,16 +85,19 @@ def decode_descriptor(desc: int) -> dict:
             "swizzle": _SWIZZLE_BYTES[(desc >> W.DESC_SWIZZLE_BIT) & 3]}
 
 
-def operand_offsets(desc: int, rows: int, mn_major: bool) -> np.ndarray:
-    """Shared-memory byte offsets (``rows`` x 16, int64) of the 16-bit elements (mn, k) of an operand
-    (A: rows = M = 64; B: rows = N) that ``desc`` describes, K-major (``mn_major`` False) or MN-major.
+def operand_offsets(desc: int, rows: int, mn_major: bool, elem_bytes: int = ELEM_BYTES) -> np.ndarray:
+    """Shared-memory byte offsets (``rows`` x K, int64; K = 16 for 16-bit elements, 32 for 8-bit ones)
+    of the elements (mn, k) of an operand (A: rows = M = 64; B: rows = N) that ``desc`` describes,
+    K-major (``mn_major`` False) or MN-major.
 
-    Canonical layouts, T = 8 elements per 16-byte chunk, W the swizzle width in bytes:
+    Canonical layouts, T = 16 / ``elem_bytes`` elements per 16-byte chunk (8 for bf16/f16, 16 for
+    e4m3/e5m2; the formulas below spell T = 8), W the swizzle width in bytes:
 
     - K-major, no swizzle: core matrices of 8 rows x 16 bytes; mn % 8 steps 16 bytes, mn // 8 steps
       SBO, k % 8 steps 2 bytes, k // 8 steps LBO.
     - K-major, W-byte swizzle: rows of W bytes; mn % 8 steps W, mn // 8 steps SBO, k % 8 steps 2
-      bytes, k // 8 steps 16 bytes (LBO unused).
+      bytes, k // 8 steps 16 bytes (LBO unused). For 1-byte elements: k % 16 steps 1 byte, k // 16
+      steps 16 bytes.
     - MN-major, no swizzle: mn % 8 steps 2 bytes, mn // 8 steps SBO, k % 8 steps 16 bytes, k // 8
       steps LBO.
     - MN-major, W-byte swizzle: mn % (W / 2) runs along a W-byte row, mn // (W / 2) steps LBO;
@@ -83,20 +105,21 @@ def operand_offsets(desc: int, rows: int, mn_major: bool) -> np.ndarray:
     """
     f = decode_descriptor(desc)
     w, lbo, sbo = f["swizzle"], f["lbo"], f["sbo"]
-    t = CHUNK // ELEM_BYTES
+    eb = elem_bytes
+    t = CHUNK // eb
     mn = np.arange(rows, dtype=np.int64)[:, None]
-    k = np.arange(W.WGMMA_K, dtype=np.int64)[None, :]
+    k = np.arange(k_of(eb), dtype=np.int64)[None, :]
     if not mn_major:
         if w == 0:
-            off = (mn % 8) * CHUNK + (mn // 8) * sbo + (k % t) * ELEM_BYTES + (k // t) * lbo
+            off = (mn % 8) * CHUNK + (mn // 8) * sbo + (k % t) * eb + (k // t) * lbo
         else:
-            off = (mn % 8) * w + (mn // 8) * sbo + (k % t) * ELEM_BYTES + (k // t) * CHUNK
+            off = (mn % 8) * w + (mn // 8) * sbo + (k % t) * eb + (k // t) * CHUNK
     else:
         if w == 0:
-            off = (mn % t) * ELEM_BYTES + (mn // t) * sbo + (k % 8) * CHUNK + (k // 8) * lbo
+            off = (mn % t) * eb + (mn // t) * sbo + (k % 8) * CHUNK + (k // 8) * lbo
         else:
-            per_row = w // ELEM_BYTES
-            off = (mn % per_row) * ELEM_BYTES + (mn // per_row) * lbo + (k % 8) * w + (k // 8) * sbo
+            per_row = w // eb
+            off = (mn % per_row) * eb + (mn // per_row) * lbo + (k % 8) * w + (k // 8) * sbo
     a = f["start"] + off
     if w:
         a = a ^ (((a >> 7) & _SWIZZLE_MASK[w]) << 4)
@@ -117,8 +140,18 @@ def a_fragment() -> tuple[np.ndarray, np.ndarray]:
     return rc[..., 0], rc[..., 1]
 
 
+@functools.cache
+def a_fragment_8bit() -> tuple[np.ndarray, np.ndarray]:
+    """Rows and columns of A (64 x 32) of each thread's sixteen register bytes (FP8 ``_rs``)."""
+    rc = np.array([[W.a_row_col_8bit(t, e) for e in range(16)] for t in range(WG)], np.int64)
+    return rc[..., 0], rc[..., 1]
+
+
 def to_float(bits: np.ndarray, ab: str) -> np.ndarray:
-    """16-bit patterns (uint16) as float64 values: bf16 or f16."""
+    """16-bit patterns (uint16) as float64 values: bf16 or f16; 8-bit codes (uint8) of e4m3 or e5m2,
+    decoded exactly (NaN codes give NaN, E5M2's infinity codes infinities)."""
+    if ab in FP8:
+        return decode(np.asarray(bits, np.uint8), FP8[ab]).astype(np.float64)
     bits = np.asarray(bits, np.uint16)
     if ab == "bf16":
         return (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
@@ -392,7 +425,7 @@ class Mma:
         self.product = None
 
 
-def _acc(th, api, d, n):
+def _acc(th, api, d, n, k=W.WGMMA_K):
     n2 = W.accumulators(n)
     if not isinstance(d, Ptr) or d.space != LOCAL or not isinstance(d.obj, LocalArray):
         got = d.space if isinstance(d, Ptr) else type(d).__name__
@@ -401,24 +434,26 @@ def _acc(th, api, d, n):
     acc = d.obj
     if acc.dtype != np.float32 or acc.size < n2 or d.off != d.lo:
         raise SimUsageError(api, f"d must be addr(acc, 0) of a cuda.local.array of at least {n2} float32 (N/2 "
-                            f"accumulators of m64n{n}k16)", f"element {(d.off - d.lo) // acc.itemsize} of a "
+                            f"accumulators of m64n{n}k{k})", f"element {(d.off - d.lo) // acc.itemsize} of a "
                             f"{acc.size}-element {acc.dtype} array", _SRC, where=here(th), seed=th.sim.seed)
     return acc
 
 
-def _gather(th, api, mem, desc, rows, mn_major, what, s):
+def _gather(th, api, mem, desc, rows, mn_major, what, s, eb=ELEM_BYTES):
     f = decode_descriptor(desc)
     if f["base_offset"]:
         raise SimUsageError(api, f"{what}: the simulator models matrix descriptors with base offset 0 only "
                             "(tiles starting on their swizzle pattern)", f"base offset {f['base_offset']}", _SRC,
                             where=here(th, s), seed=th.sim.seed)
-    offs = operand_offsets(desc, rows, mn_major)
-    lo, hi = int(offs.min()), int(offs.max()) + ELEM_BYTES
+    offs = operand_offsets(desc, rows, mn_major, eb)
+    lo, hi = int(offs.min()), int(offs.max()) + eb
     if lo < 0 or hi > mem.size:
         raise SimUsageError(api, f"{what} must lie inside the CTA's shared memory ({mem.size} bytes)",
                             f"bytes {lo:#x}..{hi:#x} from descriptor {int(desc):#018x} (start {f['start']:#x}, "
                             f"LBO {f['lbo']}, SBO {f['sbo']}, swizzle {_SWIZZLE_NAME[f['swizzle']]})", _SRC,
                             where=here(th, s), seed=th.sim.seed)
+    if eb == 1:
+        return offs, mem.buf[offs].astype(np.uint8)
     bits = mem.buf[offs].astype(np.uint16) | (mem.buf[offs + 1].astype(np.uint16) << 8)
     return offs, bits
 
@@ -468,9 +503,20 @@ def _check_reads(th, values, mem, words, s, api):
 
 def mma(d, a, b_desc, scale_d, trans_a, trans_b, *, n, ab, form, api):
     """``wgmma.mma_async...m64n{n}k16.f32.{ab}.{ab}`` (``form`` "ss": ``a`` the A descriptor; "rs":
-    ``a`` the thread's four A registers)."""
+    ``a`` the thread's four A registers); for ``ab`` e4m3/e5m2 ``m64n{n}k32``, K-major A and B
+    (``trans_a``/``trans_b`` 0).
+
+    The product of one instruction is computed in float64 from the exactly decoded inputs and lands
+    in the fp32 accumulators, with D's old value added in float64, rounded once to fp32 when the
+    group retires: one fp32 rounding per k16 (k32) step. For bf16/f16 and e4m3 the float64 sum is
+    exact (e4m3 products are multiples of 2^-18 below 2^18, 32 of them need < 53 bits); for e5m2
+    (products from 2^-32 to 2^32) it may round in float64 first, far below the fp32 rounding. This is
+    the ideal fp32 accumulation: the GPU's FP8 tensor cores are reported to keep fewer bits while
+    summing (tests/ptx/test_wgmma.py's tolerance for the GPU says so)."""
     th = enter(api)
-    acc = _acc(th, api, d, n)
+    eb = elem_bytes(ab)
+    kdim = k_of(eb)
+    acc = _acc(th, api, d, n, kdim)
     if form == "ss":
         a_val = int(a)
     else:
@@ -497,13 +543,20 @@ def mma(d, a, b_desc, scale_d, trans_a, trans_b, *, n, ab, form, api):
                                       f"{describe_site(v[0].touched)} after its warpgroup's last wgmma.fence",
                                       _SRC_FENCE, where=here(t, s), seed=t.sim.seed)
         mem = last.cta.smem
-        b_offs, b_bits = _gather(last, api, mem, b, n, values[0][1][5] == 1, "B", s)
-        bmat = to_float(b_bits, ab)                             # (n, 16): B^T
+        b_offs, b_bits = _gather(last, api, mem, b, n, values[0][1][5] == 1, "B", s, eb)
+        bmat = to_float(b_bits, ab)                             # (n, K): B^T
         offs = [b_offs]
         if form == "ss":
-            a_offs, a_bits = _gather(last, api, mem, values[0][1][1], W.WGMMA_M, values[0][1][4] == 1, "A", s)
-            amat = to_float(a_bits, ab)                         # (64, 16)
+            a_offs, a_bits = _gather(last, api, mem, values[0][1][1], W.WGMMA_M, values[0][1][4] == 1, "A", s, eb)
+            amat = to_float(a_bits, ab)                         # (64, K)
             offs.append(a_offs)
+        elif eb == 1:                                           # four 8-bit codes per register, lowest byte first
+            regs = np.array([v[1] for _, v in values], np.uint32)          # (128, 4)
+            e = np.arange(16)
+            codes = (regs[:, e // 4] >> (8 * (e & 3)).astype(np.uint32)) & 0xFF
+            rows, cols = a_fragment_8bit()
+            amat = np.empty((W.WGMMA_M, kdim), np.float64)
+            amat[rows, cols] = to_float(codes.astype(np.uint8), ab)
         else:
             regs = np.array([v[1] for _, v in values], np.uint32)          # (128, 4)
             e = np.arange(8)
