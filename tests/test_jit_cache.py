@@ -90,6 +90,7 @@ def test_a_failing_cache_warns_and_compiles(tmp_path, monkeypatch):
         assert cache.load_overload((types.int32[::1],), object()) is None
 
 
+@pytest.mark.slow
 def test_wgmma_gemm_links_nothing_but_shims():
     """The cache drops only asyncpipe's shims from a pickled library: a kernel that links any other file
     (numba's bfloat16 helpers once did, in the bf16 epilogues) could never be cached. The H200 run at

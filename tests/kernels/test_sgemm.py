@@ -23,7 +23,7 @@ def rel_err(got, ref):
 @pytest.mark.parametrize("stages,vec_a,vec_b,edges", [(3, 4, 4, False), (3, 4, 4, True),
                                                       pytest.param(4, 1, 1, True, marks=pytest.mark.slow),
                                                       pytest.param(2, 4, 1, True, marks=pytest.mark.slow),
-                                                      (8, 4, 4, False)])
+                                                      pytest.param(8, 4, 4, False, marks=pytest.mark.slow)])
 def test_cp_async_sass(stages, vec_a, vec_b, edges):
     fn = S.kernel_source("cp_async", stages, vec_a, vec_b, edges)
     cubin = assert_sass(fn, SIG, has=("LDGSTS", "LDGDEPBAR", "DEPBAR.LE", "LDS.128"),
@@ -241,6 +241,7 @@ def test_sources_keep_only_the_branches_taken(bk, tile):
 
 
 @pytest.mark.sass
+@pytest.mark.slow
 def test_v4_sass():
     cubin = assert_sass(S.kernel_source("v4", edges=False), SIG, has=("LDS.128", "BAR.SYNC"),
                         lacks=("CALL", "LDGSTS"), launch_bounds=S.LAUNCH_BOUNDS)

@@ -469,7 +469,7 @@ def run_tile(rng, n, ab, form, trans_a=0, trans_b=1, k_steps=4):
 
 @pytest.mark.sass
 @pytest.mark.parametrize("n, ab, form, trans_a, trans_b", [
-    (256, "bf16", "ss", 0, 1), (128, "f16", "rs", 0, 0), (64, "bf16", "ss", 1, 0)])
+    pytest.param(256, "bf16", "ss", 0, 1, marks=pytest.mark.slow), (128, "f16", "rs", 0, 0), (64, "bf16", "ss", 1, 0)])
 def test_tile_kernels_compile(n, ab, form, trans_a, trans_b):
     """The GPU tests' kernels compile offline: shims inlined, accumulators in registers."""
     cubin = assert_sass(make_tile_kernel(n, ab, form, trans_a, trans_b), TILE_ARGS, has=("HGMMA",),
@@ -642,7 +642,7 @@ def run_tile8(rng, n, ab, form, k_steps=2, values="all"):
 
 
 @pytest.mark.sass
-@pytest.mark.parametrize("n, ab, form", [(256, "e4m3", "ss"), (64, "e5m2", "rs")])
+@pytest.mark.parametrize("n, ab, form", [pytest.param(256, "e4m3", "ss", marks=pytest.mark.slow), (64, "e5m2", "rs")])
 def test_fp8_tile_kernels_compile(n, ab, form):
     """The FP8 GPU tests' kernels compile offline: shims inlined, accumulators in registers, one QGMMA
     per k32 step."""
