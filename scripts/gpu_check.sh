@@ -15,15 +15,8 @@
 # test), BENCH_ARGS, COMMIT (the commit of the tree; the device's git copy is not asked).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT=${OUT:-/tmp/asyncpipe-out}; mkdir -p "$OUT"
 export STEPS=${STEPS:-"tests debug slow sanitizer bench"}
-export PYTHONUNBUFFERED=1
-if [ -d .whl ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target .site .whl/*.whl || exit 1
-  export PYTHONPATH=$PWD/.site:$PWD
-else
-  export PYTHONPATH=$PWD
-fi
+source scripts/gpu_env.sh || exit 1
 SUMMARY=$OUT/summary.txt; : > "$SUMMARY"
 row() { printf '%-28s %s\n' "$1" "$2" | tee -a "$SUMMARY"; }
 
