@@ -152,10 +152,9 @@ def _build_wgmma_gemm(**config):
 
 
 def _build_attention(head_dim, causal, ab):
-    from .kernels import attention as A
     from .kernels import attention_kernel as AK
 
-    return (AK.make_kernel(head_dim=head_dim, stages=A.STAGES, causal=causal, ab=ab), AK.kernel_argtypes(),
+    return (AK.make_kernel(head_dim=head_dim, causal=causal, ab=ab), AK.kernel_argtypes(),
             dict(launch_bounds=AK.LAUNCH_BOUNDS))
 
 

@@ -263,7 +263,7 @@ def resolve(target: Target):
         from .kernels import attention as A
         from .kernels import attention_kernel as AK
 
-        return A._jit(c["head_dim"], c["causal"], c["ab"]), AK.kernel_argtypes()
+        return A._jit(c["head_dim"], c["causal"], c["ab"], AK.default_stages(c["head_dim"])), AK.kernel_argtypes()
     raise ValueError(f"{API}: target kernel must be sgemm, transpose, tma_add_one, cluster_sum, wgmma_gemm or attention, "
                      f"got {target.kernel!r}")
 

@@ -18,12 +18,13 @@ if [ -n "${BENCH:-1}" ]; then
   timeout "${BENCH_LIMIT:-150}" python3 - <<'PY' 2>&1 | tee "$OUT/attention_bench.log"
 import json, os
 from asyncpipe.kernels.attention_bench import benchmark
-for hd, causal in ((128, False), (128, True)):
+for n, hd, causal, kw in eval(os.environ.get("RECORDS", "[(4096, 128, False, {}), (4096, 128, True, {})]")):
     try:
-        r = benchmark(4096, hd, causal=causal, ablations=not causal)
+        r = benchmark(n, hd, causal=causal, ablations=not causal and n == 4096, **kw)
+        r["options"] = kw
         print(json.dumps(r))
     except Exception as e:
-        print("bench failed", hd, causal, type(e).__name__, e)
+        print("bench failed", n, hd, causal, kw, type(e).__name__, e)
 PY
 fi
 echo "==== summary ===="

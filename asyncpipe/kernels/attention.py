@@ -32,13 +32,12 @@ from ..jit_cache import jit
 from . import attention_kernel as AK
 
 API = "attention"
-STAGES = 2
 _SRC_TMA = "cuTensorMapEncodeTiled"
 _DTYPES = {"float16": "f16", "bfloat16": "bf16"}
 _BITS = {"uint16", "int16"}                # bf16 arrives as its bit patterns
 
 
-def check_attention(q_shape, k_shape, v_shape, dtypes, strides, *, causal, smem_limit):
+def check_attention(q_shape, k_shape, v_shape, dtypes, strides, *, causal, smem_limit, stages=None):
     """Every rule of ``attention``'s inputs, with no GPU: shapes, element type names (after bf16 bit arrays
     are named "bfloat16"), strides in elements. Returns ``(batch, seqlen_q, seqlen_k, heads, heads_kv,
     head_dim, ab)``."""
@@ -63,8 +62,11 @@ def check_attention(q_shape, k_shape, v_shape, dtypes, strides, *, causal, smem_
         check(st[3] == 1, API, f"{name}'s head_dim must be contiguous (stride 1)", f"strides {tuple(st)} (elements)")
         check(all(s % 8 == 0 for s in st[:3]), API, f"{name}'s strides must be multiples of 8 elements (16 bytes: "
               "TMA's global strides)", f"strides {tuple(st)} (elements)", _SRC_TMA)
-    need = AK.shared_bytes(D, AK.block_n(D), STAGES) + (2 * STAGES + 1) * 8
-    check(need <= smem_limit, API, f"Q, {STAGES} K/V stages and the barriers must fit the shared memory per block",
+    stages = AK.default_stages(D) if stages is None else stages
+    check(isinstance(stages, (int, np.integer)) and not isinstance(stages, bool) and 1 <= stages <= 8, API,
+          "stages (K/V blocks in the ring) must be an integer from 1 to 8", repr(stages))
+    need = AK.shared_bytes(D, AK.block_n(D), stages) + (2 * stages + 1) * 8
+    check(need <= smem_limit, API, f"Q, {stages} K/V stages and the barriers must fit the shared memory per block",
           f"{need} bytes for head_dim {D}, limit {smem_limit}", "CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN")
     return B, Sq, Sk, H, Hkv, D, _DTYPES[dtypes[0]]
 
@@ -98,12 +100,13 @@ def _strides(a) -> tuple:
 
 
 def attention(q, k, v, *, causal=False, softmax_scale=None, out=None, lse=None, dtype=None, stream=0,
-              pingpong=True, overlap=True):
+              stages=None, pingpong=True, overlap=True):
     """O = softmax(q k^T * softmax_scale) v (see the module doc); returns ``(out, lse)``.
 
     ``softmax_scale``: default 1 / sqrt(head_dim). ``out``, ``lse``: arrays to write (q's shape and type;
     (batch, heads, seqlen_q) float32), allocated when None (torch tensors for torch inputs). ``dtype``:
     "bfloat16" for 16-bit integer arrays (the default). ``stream``: a numba or cuda.core stream.
+    ``stages``: K/V blocks in flight (default ``attention_kernel.default_stages``: the most that fit, up to 4).
     ``pingpong``, ``overlap``: False switches off one of FlashAttention-3's overlaps (for its ablation).
     """
     check(all(isinstance(x, (bool, np.bool_)) for x in (pingpong, overlap)), API, "pingpong and overlap must be "
@@ -126,8 +129,9 @@ def attention(q, k, v, *, causal=False, softmax_scale=None, out=None, lse=None, 
             lse = cuda.device_array((B, H, Sq), np.float32) if lse is None else lse
     key = (*(array_key(_view(n, x, dtype)[0]) for n, x in (("q", q), ("k", k), ("v", v), ("out", out))),
            array_key(lse), *option_key(bool(causal) if isinstance(causal, (bool, np.bool_)) else causal, softmax_scale,
-                                       dtype, pingpong, overlap), id(stream) if stream else 0)
-    run_plan(_plans, key, lambda: _plan(q, k, v, out, lse, causal, softmax_scale, dtype, stream, pingpong, overlap))
+                                       dtype, stages, pingpong, overlap), id(stream) if stream else 0)
+    run_plan(_plans, key, lambda: _plan(q, k, v, out, lse, causal, softmax_scale, dtype, stream, stages, pingpong,
+                                        overlap))
     return out, lse
 
 
@@ -135,12 +139,12 @@ _plans = PlanCache()
 
 
 @functools.lru_cache(maxsize=None)
-def _jit(head_dim, causal, ab, pingpong=True, overlap=True):
-    return jit(AK.make_kernel(head_dim=head_dim, stages=STAGES, causal=causal, ab=ab, pingpong=pingpong,
+def _jit(head_dim, causal, ab, stages, pingpong=True, overlap=True):
+    return jit(AK.make_kernel(head_dim=head_dim, stages=stages, causal=causal, ab=ab, pingpong=pingpong,
                               overlap=overlap), launch_bounds=AK.LAUNCH_BOUNDS)
 
 
-def _plan(q, k, v, out, lse, causal, softmax_scale, dtype, stream, pingpong=True, overlap=True):
+def _plan(q, k, v, out, lse, causal, softmax_scale, dtype, stream, stages=None, pingpong=True, overlap=True):
     from ..host import device_info
     from ..host.launch import prepare_launch
     from ..spec.device import check_cc
@@ -151,7 +155,8 @@ def _plan(q, k, v, out, lse, causal, softmax_scale, dtype, stream, pingpong=True
     check_cc(info, API, (9, 0), "needs compute capability 9.0 (wgmma, TMA: sm_90a)")
     B, Sq, Sk, H, Hkv, D, ab = check_attention(qa.shape, ka.shape, va.shape, (qt, kt, vt), [_strides(a) for a in
                                                (qa, ka, va, oa)], causal=causal,
-                                               smem_limit=info.max_shared_per_block_optin)
+                                               smem_limit=info.max_shared_per_block_optin, stages=stages)
+    stages = AK.default_stages(D) if stages is None else int(stages)
     check(tuple(oa.shape) == tuple(qa.shape) and ot == qt, API, "out must have q's shape and element type",
           f"out {tuple(oa.shape)} {ot}, q {tuple(qa.shape)} {qt}")
     from .checks import as_device_array
@@ -170,10 +175,10 @@ def _plan(q, k, v, out, lse, causal, softmax_scale, dtype, stream, pingpong=True
     tma_v = cached_tensor_map(va, (1, bn, 1, AK.BOX_COLS), dtype=tdtype, swizzle="128B")
     tma_o = cached_tensor_map(oa, (1, AK.BM // 2, 1, AK.BOX_COLS), dtype=tdtype, swizzle="128B")
     m_blocks = math.ceil(Sq / AK.BM)
-    kernel = _jit(D, bool(causal), ab, bool(pingpong), bool(overlap))
+    kernel = _jit(D, bool(causal), ab, stages, bool(pingpong), bool(overlap))
     return prepare_launch(kernel, m_blocks * H * B, AK.THREADS, tma_q, tma_k, tma_v, tma_o, la.reshape(la.size),
                           np.int32(Sq), np.int32(Sk), np.int32(H), np.int32(H // Hkv), np.int32(m_blocks),
-                          np.float32(scale * math.log2(math.e)), shared_mem=AK.shared_bytes(D, bn, STAGES),
+                          np.float32(scale * math.log2(math.e)), shared_mem=AK.shared_bytes(D, bn, stages),
                           stream=stream, keep=(tma_q, tma_k, tma_v, tma_o))
 
 

@@ -38,7 +38,8 @@ def _yardsticks(q, k, v, causal):
 
 
 def benchmark(seqlen: int, head_dim: int = 128, *, causal: bool = False, dtype: str = "bfloat16",
-              tokens: int = 16384, heads: int = 16, reps: int = 20, ablations: bool = False) -> dict:
+              tokens: int = 16384, heads: int = 16, reps: int = 20, ablations: bool = False,
+              stages: int | None = None) -> dict:
     """One record for ``bench/h200.json``: batch x seqlen = ``tokens``, ``heads`` heads, q and k of one length.
     ``ablations``: also the kernel without ping-pong, without the intra-warpgroup overlap, and without both
     (``ablation_tflops``), as FlashAttention-3's paper measures what each overlap is worth."""
@@ -46,6 +47,7 @@ def benchmark(seqlen: int, head_dim: int = 128, *, causal: bool = False, dtype: 
 
     from ..timing import time_ms, tflops
     from .attention import attention
+    from .attention_kernel import default_stages
 
     batch = max(1, tokens // seqlen)
     tdt = {"bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
@@ -53,18 +55,18 @@ def benchmark(seqlen: int, head_dim: int = 128, *, causal: bool = False, dtype: 
     q, k, v = (torch.randn(batch, seqlen, heads, head_dim, device="cuda", dtype=tdt, generator=gen) for _ in range(3))
     out = torch.empty_like(q)
     lse = torch.empty(batch, heads, seqlen, device="cuda", dtype=torch.float32)
-    run = lambda: attention(q, k, v, causal=causal, out=out, lse=lse)   # noqa: E731
+    run = lambda: attention(q, k, v, causal=causal, out=out, lse=lse, stages=stages)   # noqa: E731
     run()
     flops = attention_flops(batch, heads, seqlen, seqlen, head_dim, causal)
     ms = time_ms(run, reps=reps)
     record = {"kernel": f"attention_fwd_{dtype}_hd{head_dim}" + ("_causal" if causal else ""), "head_dim": head_dim,
               "seqlen": seqlen, "causal": causal, "dtype": dtype, "shape": [batch, seqlen, heads, head_dim],
-              "ms": ms, "tflops": tflops(flops, ms), "vs": {}}
+              "stages": stages or default_stages(head_dim), "ms": ms, "tflops": tflops(flops, ms), "vs": {}}
     if ablations:
         record["ablation_tflops"] = {}
         for name, kw in (("no_pingpong", dict(pingpong=False)), ("no_overlap", dict(overlap=False)),
                          ("neither", dict(pingpong=False, overlap=False))):
-            fn = lambda kw=kw: attention(q, k, v, causal=causal, out=out, lse=lse, **kw)   # noqa: E731
+            fn = lambda kw=kw: attention(q, k, v, causal=causal, out=out, lse=lse, stages=stages, **kw)   # noqa: E731
             fn()
             record["ablation_tflops"][name] = tflops(flops, time_ms(fn, reps=reps))
     for name, fn in _yardsticks(q, k, v, causal).items():

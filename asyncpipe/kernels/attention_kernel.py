@@ -8,10 +8,12 @@ One CTA computes O = softmax(Q K^T * scale) V for 128 query rows of one (batch, 
     │     for each key block j (BN keys): producer_acquire(empty, st); producer_commit(full, st, K + V bytes)
     │         K_j, V_j: HD/64 boxes each (BN rows x 64 columns), completing full[st.stage]
     └── warpgroups 1 and 2, the consumers: setmaxnreg.inc 240; each owns 64 of the 128 query rows
-          round j = 0 .. n_blocks (ping-pong: bar_sync(PING + c) before issuing, bar_arrive(PING + other) after)
+          round j = 0 .. n_blocks (ping-pong: bar_sync(PING + c) before issuing, bar_arrive(PING + other) after;
+          round 0 issues S_0 alone and round n_blocks P V alone, peeled off the loop so no wgmma is under a branch)
               issue S_j = Q K_j^T        wgmma m64nBNk16, A = Q and B = K_j from shared memory (K-major both)
               issue O += P_{j-1} V_{j-1} wgmma m64nHDk16, A = P in registers, B = V (N-major)
-              wait for S_j; online softmax of S_j (exp2, the scale folded in, row max and sum in registers)
+              wait for S_j; online softmax of S_j (row max of the raw scores, then exp2(S * scale * log2 e - max)
+              as one FFMA and one MUFU per score; row sum in registers)
               wait for PV_{j-1}; release its stage; O *= exp2(m_old - m_new); P_j = S_j as bf16/fp16 pairs
           O /= l; the row log-sum-exp; O through this warpgroup's half of Q's shared memory, TMA stores
 
@@ -39,13 +41,13 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import cuda, float32, uint8, uint32, uint64
+from numba import cuda, float32, int32, uint8, uint32, uint64
 
 from .. import ptx
 from ..pipeline import (advance, consumer_release, consumer_wait, pipeline_init, pipeline_state, producer_acquire,
                         producer_commit)
 from ..ptx import wgmma as W
-from .unroll import unroll, unrolled
+from .unroll import kernel_part, splice, unroll, unrolled
 
 BM = 2 * W.WGMMA_M                  # query rows per CTA: two consumer warpgroups of 64
 BOX_COLS = W.SWIZZLE_128B_ROW_BYTES // 2    # 64 two-byte elements: one 128-byte swizzle row
@@ -81,6 +83,12 @@ def sizes(head_dim: int, bn: int, stages: int) -> dict:
                 K_BYTES=d_boxes * kv_box, STAGE_BYTES=2 * d_boxes * kv_box)
 
 
+def default_stages(head_dim: int) -> int:
+    """K/V stages in the ring: the most that fit the H100/H200's 227 KB of shared memory per block, up to 4
+    (head dim 64: 4, 128: 3, 256: 2)."""
+    return {64: 4, 128: 3, 256: 2}[head_dim]
+
+
 def shared_bytes(head_dim: int, bn: int, stages: int) -> int:
     """Dynamic shared memory: Q, the K/V stages, slack to align them to 1024 bytes."""
     s = sizes(head_dim, bn, stages)
@@ -95,20 +103,6 @@ def attention_kernel(tma_q, tma_k, tma_v, tma_o, lse, seqlen_q, seqlen_k, heads,
     q_bar = cuda.shared.array(1, uint64)
     tid = cuda.threadIdx.x
     wg = tid // 128
-    base = ptx.cvta_to_shared_u32(ptx.addr(smem, 0))
-    pad = (SMEM_ALIGN - (base & (SMEM_ALIGN - 1))) & (SMEM_ALIGN - 1)
-    bid = uint32(cuda.blockIdx.x)                    # 32-bit unsigned: the divisions stay inline (no 64-bit call)
-    mb = bid % uint32(m_blocks)                      # query block fastest: the CTAs of one head share K and V
-    bh = bid // uint32(m_blocks)
-    h = bh % uint32(heads)
-    b = bh // uint32(heads)
-    kvh = h // uint32(group)                         # grouped-query attention: a K/V head per `group` heads
-    m0 = mb * BM
-    k_end = seqlen_k                                 # keys the CTA's rows may see: [0, k_end)
-    if CAUSAL:
-        k_end = min(seqlen_k, m0 + BM + seqlen_k - seqlen_q)
-    n_blocks = (k_end + BN - 1) // BN if k_end > 0 else 0
-
     if tid == 0:
         ptx.mbarrier_init(ptx.addr(q_bar, 0), 1)
         pipeline_init(full, empty, STAGES, 1, CONSUMER_WARPS)   # its fence publishes q_bar's init too
@@ -117,6 +111,7 @@ def attention_kernel(tma_q, tma_k, tma_v, tma_o, lse, seqlen_q, seqlen_k, heads,
     if wg == 0:
         # ---- producer: Q once, then K and V block by block through the ring -----------------------
         ptx.setmaxnreg_dec_sync_aligned_u32(PRODUCER_REGS)
+        splice(cta_coords)
         if tid == 0 and n_blocks > 0:
             ptx.fence_proxy_tensormap_generic_acquire_sys(ptx.addr(tma_q, 0))
             ptx.fence_proxy_tensormap_generic_acquire_sys(ptx.addr(tma_k, 0))
@@ -141,6 +136,7 @@ def attention_kernel(tma_q, tma_k, tma_v, tma_o, lse, seqlen_q, seqlen_k, heads,
     else:
         # ---- consumers: 64 query rows each ---------------------------------------------------------
         ptx.setmaxnreg_inc_sync_aligned_u32(CONSUMER_REGS)
+        splice(cta_coords)
         c = wg - 1                                   # 0 or 1: rows 64c .. 64c + 63 of the CTA's 128
         t = tid - 128 * wg
         lane = t % 32
@@ -159,104 +155,50 @@ def attention_kernel(tma_q, tma_k, tma_v, tma_o, lse, seqlen_q, seqlen_k, heads,
         st = pipeline_state(0, 0)
         prev = st
         q_addr = base + pad + 64 * c * W.SWIZZLE_128B_ROW_BYTES
+        corr0 = float32(1)
+        corr1 = float32(1)
+        # Every wgmma is issued on a path with no branch around it: the first round (S_0 alone) and the last
+        # (P V of the last block alone) are peeled off the loop. A wgmma under a condition that ptxas cannot
+        # prove warpgroup-uniform (`if j > 0:`) makes it serialize every wgmma of the kernel (C7519).
         if n_blocks > 0:
             ptx.mbarrier_wait_parity(ptx.addr(q_bar, 0), 0)
             if PINGPONG and c == 1:
                 ptx.bar_arrive(PING, 2 * W.WARPGROUP_THREADS)        # the first consumer issues first
-        for j in range(n_blocks + 1 if n_blocks > 0 else 0):
-            if j < n_blocks:
-                consumer_wait(full, st)
-            if PINGPONG:
-                ptx.bar_sync(PING + c, 2 * W.WARPGROUP_THREADS)      # this warpgroup's turn to issue
+            j = 0
+            consumer_wait(full, st)
+            splice(take_turn)                        # this warpgroup's turn to issue
             ptx.wgmma_fence_sync_aligned()
-            if j < n_blocks:                         # S_j = Q K_j^T
-                k_addr = base + pad + Q_BYTES + st.stage * STAGE_BYTES
-                for kk in unroll(HD // W.WGMMA_K):
-                    off = (kk // 4) * Q_BOX_BYTES + (kk % 4) * W.WGMMA_K * ELEM_BYTES
-                    koff = (kk // 4) * KV_BOX_BYTES + (kk % 4) * W.WGMMA_K * ELEM_BYTES
-                    a_desc = W.matrix_descriptor(q_addr + off, W.K_MAJOR_128B_LBO, W.K_MAJOR_128B_SBO,
-                                                 W.SWIZZLE_128B, 0)
-                    b_desc = W.matrix_descriptor(k_addr + koff, W.K_MAJOR_128B_LBO, W.K_MAJOR_128B_SBO,
-                                                 W.SWIZZLE_128B, 0)
-                    MMA_S(ptx.addr(s, 0), a_desc, b_desc, 1 if kk > 0 else 0, 0, 0)
-                ptx.wgmma_commit_group_sync_aligned()
-            if j > 0:                                # O += P_{j-1} V_{j-1}
-                v_addr = base + pad + Q_BYTES + prev.stage * STAGE_BYTES + K_BYTES
-                for kk in unroll(BN // W.WGMMA_K):
-                    b_desc = W.matrix_descriptor(v_addr + kk * W.WGMMA_K * W.SWIZZLE_128B_ROW_BYTES, KV_BOX_BYTES,
-                                                 W.MN_MAJOR_128B_SBO, W.SWIZZLE_128B, 0)
-                    MMA_O(ptx.addr(o, 0), p[4 * kk], p[4 * kk + 1], p[4 * kk + 2], p[4 * kk + 3], b_desc, 1, 1)
-                ptx.wgmma_commit_group_sync_aligned()
-            if PINGPONG and (c == 0 or j < n_blocks):   # the other's turn (the second consumer's last is not awaited)
-                ptx.bar_arrive(PING + 1 - c, 2 * W.WARPGROUP_THREADS)
-            corr0 = float32(1)
-            corr1 = float32(1)
-            if j < n_blocks:
-                ptx.wgmma_wait_group_sync_aligned(1 if OVERLAP and j > 0 else 0)   # S_j is in (PV_{j-1} may run on)
-                # ---- online softmax of S_j, in place: s holds exp2(S * scale * log2(e) - max) after it
-                masked = (j + 1) * BN > seqlen_k
-                if CAUSAL:
-                    masked = masked or (j + 1) * BN - 1 > m0 + seqlen_k - seqlen_q
-                lim0 = seqlen_k
-                lim1 = seqlen_k
-                if CAUSAL:
-                    lim0 = min(seqlen_k, row0 + 1 + seqlen_k - seqlen_q)
-                    lim1 = min(seqlen_k, row0 + 9 + seqlen_k - seqlen_q)
-                mx0 = NEG_INF
-                mx1 = NEG_INF
-                for i in unroll(S_REGS):
-                    v = s[i] * scale_log2
-                    if masked:
-                        col = j * BN + 8 * (i >> 2) + 2 * q4 + (i & 1)
-                        if (i >> 1) & 1:
-                            if col >= lim1:
-                                v = NEG_INF
-                        else:
-                            if col >= lim0:
-                                v = NEG_INF
-                    s[i] = v
-                    if (i >> 1) & 1:
-                        mx1 = max(mx1, v)
-                    else:
-                        mx0 = max(mx0, v)
-                mx0 = max(mx0, cuda.shfl_xor_sync(0xFFFFFFFF, mx0, 1))
-                mx0 = max(mx0, cuda.shfl_xor_sync(0xFFFFFFFF, mx0, 2))
-                mx1 = max(mx1, cuda.shfl_xor_sync(0xFFFFFFFF, mx1, 1))
-                mx1 = max(mx1, cuda.shfl_xor_sync(0xFFFFFFFF, mx1, 2))
-                new0 = max(run_max0, mx0)
-                new1 = max(run_max1, mx1)
-                base0 = float32(0) if new0 == NEG_INF else new0      # a row with nothing visible yet
-                base1 = float32(0) if new1 == NEG_INF else new1
-                corr0 = math.exp2(run_max0 - base0)
-                corr1 = math.exp2(run_max1 - base1)
-                sum0 = float32(0)
-                sum1 = float32(0)
-                for i in unroll(S_REGS):
-                    if (i >> 1) & 1:
-                        e = math.exp2(s[i] - base1)
-                        sum1 += e
-                    else:
-                        e = math.exp2(s[i] - base0)
-                        sum0 += e
-                    s[i] = e
-                run_sum0 = run_sum0 * corr0 + sum0
-                run_sum1 = run_sum1 * corr1 + sum1
-                run_max0 = new0
-                run_max1 = new1
-            if j > 0:
-                ptx.wgmma_wait_group_sync_aligned(0)                 # PV_{j-1} is done: its stage goes back
+            splice(issue_s)
+            splice(pass_turn)                        # the other's turn
+            ptx.wgmma_wait_group_sync_aligned(0)
+            splice(softmax)
+            splice(convert_p)
+            prev = st
+            st = advance(st, STAGES)
+            for j in range(uint32(1), n_blocks):
+                consumer_wait(full, st)
+                splice(take_turn)
+                ptx.wgmma_fence_sync_aligned()
+                splice(issue_s)
+                splice(issue_pv)
+                splice(pass_turn)
+                ptx.wgmma_wait_group_sync_aligned(1 if OVERLAP else 0)   # S_j is in (P V_{j-1} may run on)
+                splice(softmax)
+                ptx.wgmma_wait_group_sync_aligned(0)                 # P V_{j-1} is done: its stage goes back
                 if lane == 0:
                     consumer_release(empty, prev, 1)
-            if j < n_blocks:
-                for i in unroll(O_REGS):                             # O, to the new maxima
-                    if (i >> 1) & 1:
-                        o[i] = o[i] * corr1
-                    else:
-                        o[i] = o[i] * corr0
-                for r in unroll(P_REGS):                             # P_j, the A fragments of P V
-                    p[r] = CVT(s[2 * r + 1], s[2 * r])
+                splice(rescale_o)
+                splice(convert_p)
                 prev = st
                 st = advance(st, STAGES)
+            splice(take_turn)
+            ptx.wgmma_fence_sync_aligned()
+            splice(issue_pv)
+            if PINGPONG and c == 0:                  # the second consumer's last turn is not awaited
+                ptx.bar_arrive(PING + 1, 2 * W.WARPGROUP_THREADS)
+            ptx.wgmma_wait_group_sync_aligned(0)
+            if lane == 0:
+                consumer_release(empty, prev, 1)
 
         # ---- epilogue: O / l through shared memory (this warpgroup's half of Q) and TMA stores; lse ------
         run_sum0 += cuda.shfl_xor_sync(0xFFFFFFFF, run_sum0, 1)
@@ -294,11 +236,154 @@ def attention_kernel(tma_q, tma_k, tma_v, tma_o, lse, seqlen_q, seqlen_k, heads,
             ptx.cp_async_bulk_wait_group_read(0)     # the stores have read shared memory before the CTA ends
 
 
-def kernel_constants(head_dim=128, stages=2, causal=False, ab="bf16", bn=None, pingpong=True, overlap=True) -> dict:
+# ---------------------------------------------------------------------------------------------
+# The consumers' steps, spliced into the kernel (they use its names: st, prev, j, s, o, p, ...)
+# ---------------------------------------------------------------------------------------------
+@kernel_part
+def cta_coords():
+    """The CTA's query block, head, batch and key blocks, and its shared memory's base. Computed in each
+    warpgroup after its setmaxnreg: values from before it would live across the register hand-over (ptxas
+    spilled them at head dim 256)."""
+    base = ptx.cvta_to_shared_u32(ptx.addr(smem, 0))
+    pad = (SMEM_ALIGN - (base & (SMEM_ALIGN - 1))) & (SMEM_ALIGN - 1)
+    bid = uint32(cuda.blockIdx.x)                    # 32-bit unsigned: the divisions stay inline (no 64-bit call)
+    mb = bid % uint32(m_blocks)                      # query block fastest: the CTAs of one head share K and V
+    bh = bid // uint32(m_blocks)
+    h = bh % uint32(heads)
+    b = bh // uint32(heads)
+    kvh = h // uint32(group)                         # grouped-query attention: a K/V head per `group` heads
+    m0 = mb * BM
+    k_end = seqlen_k                                 # keys the CTA's rows may see: [0, k_end)
+    if CAUSAL:
+        k_end = min(seqlen_k, m0 + BM + seqlen_k - seqlen_q)
+    # 32-bit and unsigned: numba's int64 floor division would keep a 64-bit pair live through the loop
+    n_blocks = uint32(k_end + BN - 1) // uint32(BN) if k_end > 0 else uint32(0)
+
+
+
+@kernel_part
+def take_turn():
+    """Ping-pong: wait for this warpgroup's turn to issue its GEMMs (barrier ids as immediates: a register
+    holding PING + c would stay live, and spill, through the loop at head dim 256)."""
+    if PINGPONG:
+        if c == 0:
+            ptx.bar_sync(PING, 2 * W.WARPGROUP_THREADS)
+        else:
+            ptx.bar_sync(PING + 1, 2 * W.WARPGROUP_THREADS)
+
+
+@kernel_part
+def pass_turn():
+    """Ping-pong: the other warpgroup's turn."""
+    if PINGPONG:
+        if c == 0:
+            ptx.bar_arrive(PING + 1, 2 * W.WARPGROUP_THREADS)
+        else:
+            ptx.bar_arrive(PING, 2 * W.WARPGROUP_THREADS)
+
+
+@kernel_part
+def issue_s():
+    """S_j = Q K_j^T: HD / 16 wgmma k-steps, A = Q and B = K_j from shared memory (K-major both)."""
+    k_addr = base + pad + Q_BYTES + st.stage * STAGE_BYTES
+    for kk in unroll(HD // W.WGMMA_K):
+        off = (kk // 4) * Q_BOX_BYTES + (kk % 4) * W.WGMMA_K * ELEM_BYTES
+        koff = (kk // 4) * KV_BOX_BYTES + (kk % 4) * W.WGMMA_K * ELEM_BYTES
+        a_desc = W.matrix_descriptor(q_addr + off, W.K_MAJOR_128B_LBO, W.K_MAJOR_128B_SBO, W.SWIZZLE_128B, 0)
+        b_desc = W.matrix_descriptor(k_addr + koff, W.K_MAJOR_128B_LBO, W.K_MAJOR_128B_SBO, W.SWIZZLE_128B, 0)
+        MMA_S(ptx.addr(s, 0), a_desc, b_desc, 1 if kk > 0 else 0, 0, 0)
+    ptx.wgmma_commit_group_sync_aligned()
+
+
+@kernel_part
+def issue_pv():
+    """O += P_{j-1} V_{j-1}: BN / 16 k-steps, A = P from registers, B = V (N-major) from shared memory."""
+    v_addr = base + pad + Q_BYTES + prev.stage * STAGE_BYTES + K_BYTES
+    for kk in unroll(BN // W.WGMMA_K):
+        b_desc = W.matrix_descriptor(v_addr + kk * W.WGMMA_K * W.SWIZZLE_128B_ROW_BYTES, KV_BOX_BYTES,
+                                     W.MN_MAJOR_128B_SBO, W.SWIZZLE_128B, 0)
+        MMA_O(ptx.addr(o, 0), p[4 * kk], p[4 * kk + 1], p[4 * kk + 2], p[4 * kk + 3], b_desc, 1, 1)
+    ptx.wgmma_commit_group_sync_aligned()
+
+
+@kernel_part
+def softmax():
+    """The online softmax of S_j, in place: s holds exp2(S * scale * log2(e) - max) after it; corr0/1 the
+    factors that take O and the sums to the new maxima."""
+    masked = (j + 1) * BN > seqlen_k
+    if CAUSAL:
+        masked = masked or (j + 1) * BN - 1 > m0 + seqlen_k - seqlen_q
+    lim0 = seqlen_k
+    lim1 = seqlen_k
+    if CAUSAL:
+        lim0 = min(seqlen_k, row0 + 1 + seqlen_k - seqlen_q)
+        lim1 = min(seqlen_k, row0 + 9 + seqlen_k - seqlen_q)
+    mx0 = NEG_INF                                        # maxima of the raw scores (the scale is positive)
+    mx1 = NEG_INF
+    for i in unroll(S_REGS):
+        v = s[i]
+        if masked:
+            col = j * BN + 8 * (i >> 2) + 2 * q4 + (i & 1)
+            if (i >> 1) & 1:
+                if col >= lim1:
+                    v = NEG_INF
+            else:
+                if col >= lim0:
+                    v = NEG_INF
+            s[i] = v
+        if (i >> 1) & 1:
+            mx1 = max(mx1, v)
+        else:
+            mx0 = max(mx0, v)
+    mx0 = max(mx0, cuda.shfl_xor_sync(0xFFFFFFFF, mx0, 1))
+    mx0 = max(mx0, cuda.shfl_xor_sync(0xFFFFFFFF, mx0, 2))
+    mx1 = max(mx1, cuda.shfl_xor_sync(0xFFFFFFFF, mx1, 1))
+    mx1 = max(mx1, cuda.shfl_xor_sync(0xFFFFFFFF, mx1, 2))
+    new0 = max(run_max0, mx0 * scale_log2)               # running maxima in log2 units
+    new1 = max(run_max1, mx1 * scale_log2)
+    base0 = float32(0) if new0 == NEG_INF else new0      # a row with nothing visible yet
+    base1 = float32(0) if new1 == NEG_INF else new1
+    corr0 = math.exp2(run_max0 - base0)
+    corr1 = math.exp2(run_max1 - base1)
+    sum0 = float32(0)
+    sum1 = float32(0)
+    for i in unroll(S_REGS):                             # exp2(S * scale_log2 - max): one FFMA and one MUFU each
+        if (i >> 1) & 1:
+            e = math.exp2(s[i] * scale_log2 - base1)
+            sum1 += e
+        else:
+            e = math.exp2(s[i] * scale_log2 - base0)
+            sum0 += e
+        s[i] = e
+    run_sum0 = run_sum0 * corr0 + sum0
+    run_sum1 = run_sum1 * corr1 + sum1
+    run_max0 = new0
+    run_max1 = new1
+
+
+@kernel_part
+def rescale_o():
+    """O, to the new maxima."""
+    for i in unroll(O_REGS):
+        if (i >> 1) & 1:
+            o[i] = o[i] * corr1
+        else:
+            o[i] = o[i] * corr0
+
+
+@kernel_part
+def convert_p():
+    """P_j as bf16/fp16 pairs: the A fragments of P V."""
+    for r in unroll(P_REGS):
+        p[r] = CVT(s[2 * r + 1], s[2 * r])
+
+
+def kernel_constants(head_dim=128, stages=None, causal=False, ab="bf16", bn=None, pingpong=True, overlap=True) -> dict:
     """The compile-time constants of one configuration. ``pingpong=False``: the consumers issue their GEMMs
     without taking turns; ``overlap=False``: each round waits for both GEMMs before the softmax (the
     ablations of FlashAttention-3's two overlaps)."""
     bn = bn or block_n(head_dim)
+    stages = stages or default_stages(head_dim)
     mma_s = getattr(ptx, f"wgmma_mma_async_sync_aligned_m64n{bn}k16_f32_{ab}_{ab}_ss")
     mma_o = getattr(ptx, f"wgmma_mma_async_sync_aligned_m64n{head_dim}k16_f32_{ab}_{ab}_rs")
     cvt = ptx.cvt_rn_bf16x2_f32 if ab == "bf16" else ptx.cvt_rn_f16x2_f32
@@ -323,4 +408,4 @@ def kernel_argtypes():
 
 
 __all__ = ["BM", "HEAD_DIMS", "LAUNCH_BOUNDS", "THREADS", "attention_kernel", "block_n", "kernel_argtypes",
-           "kernel_constants", "make_kernel", "shared_bytes", "np"]
+           "default_stages", "kernel_constants", "make_kernel", "shared_bytes", "np"]

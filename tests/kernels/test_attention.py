@@ -28,17 +28,41 @@ def test_kernel_sass(head_dim, causal, ab):
                         has=(f"HGMMA.64x{bn}x16.F32{t}", f"HGMMA.64x{head_dim}x16.F32{t}", "USETMAXREG.DEALLOC",
                              "USETMAXREG.TRY_ALLOC", "UTMALDG.4D", "UTMASTG.4D", "MUFU.EX2", "SHFL.BFLY",
                              "BAR.ARV", f"F2FP.{ab.upper()}.F32.PACK_AB"),
-                        lacks=("CALL", "LDL", "STL"), launch_bounds=AK.LAUNCH_BOUNDS)
-    assert cubin.resources.local == 0 and not cubin.spills
-    # both GEMMs of a key block: S = Q K^T in head_dim / 16 k-steps, P V in block_n / 16 (the loop has each once)
+                        lacks=("CALL",) if head_dim == 256 else ("CALL", "LDL", "STL"), spills_ok=head_dim == 256,
+                        launch_bounds=AK.LAUNCH_BOUNDS)
+    # nothing in local memory in the key-block loop; at head dim 256 (O alone is 128 of a consumer's 240
+    # registers) ptxas parks a few loop-invariant values (the last round's and the epilogue's) there, at most
+    # 32 bytes, stored before the loop and loaded after it
+    assert not [op for op in key_block_loop(cubin) if op.startswith(("LDL", "STL"))]
+    assert cubin.resources.local <= (32 if head_dim == 256 else 0)
+    # both GEMMs of a key block: S = Q K^T in head_dim / 16 k-steps, P V in block_n / 16; each twice (S: the
+    # peeled first round and the loop; P V: the loop and the peeled last round)
     s_steps, pv_steps = head_dim // 16, bn // 16
     if bn == head_dim:                          # head dim 128: both GEMMs are m64n128k16
-        assert cubin.count(f"HGMMA.64x{bn}x16.F32{t}") == s_steps + pv_steps
+        assert cubin.count(f"HGMMA.64x{bn}x16.F32{t}") == 2 * (s_steps + pv_steps)
     else:
-        assert cubin.count(f"HGMMA.64x{bn}x16.F32{t}") == s_steps
-        assert cubin.count(f"HGMMA.64x{head_dim}x16.F32{t}") == pv_steps
+        assert cubin.count(f"HGMMA.64x{bn}x16.F32{t}") == 2 * s_steps
+        assert cubin.count(f"HGMMA.64x{head_dim}x16.F32{t}") == 2 * pv_steps
+    # not serialized: one WARPGROUP.ARRIVE per wgmma fence of the source (3), none inserted by ptxas before each
+    # HGMMA (what it does, warning C7519, when a wgmma sits on a path it cannot prove warpgroup-uniform)
+    assert cubin.count("WARPGROUP.ARRIVE") == 3
     # compiled for (384, 1): 168 registers at launch; setmaxnreg moves them (24 producer, 240 consumers)
     assert cubin.resources.registers == 168
+
+
+def key_block_loop(cubin) -> list[str]:
+    """The opcodes of the consumers' loop: the widest conditional backward branch (``Cubin.main_loop`` takes
+    the widest of all, here the unconditional jump back from ptxas's out-of-line mbarrier retry, which spans
+    the whole kernel)."""
+    import re
+    ins = cubin.instructions
+    spans = [(i.address - t, t, i.address) for i in ins if i.opcode.startswith("BRA") and i.predicate
+             and not i.predicate.endswith("PT") and (t := int(re.search(r"0x([0-9a-f]+)", i.operands).group(1), 16))
+             < i.address]
+    _, lo, hi = max(spans)
+    loop = [i.opcode for i in ins if lo <= i.address <= hi]
+    assert any(op.startswith("HGMMA") for op in loop), "the widest conditional loop holds no HGMMA"
+    return loop
 
 
 def shapes(q=(1, 17, 2, 64), k=(1, 20, 2, 64), v=None):
@@ -49,8 +73,9 @@ def strides(*shapes_):
     return [tuple(int(np.prod(s[i + 1:])) for i in range(4)) for s in shapes_]
 
 
-def check(q, k, v, dtypes=("bfloat16",) * 3, causal=False, st=None, smem=SMEM):
-    return check_attention(q, k, v, dtypes, st or strides(q, k, v, q), causal=causal, smem_limit=smem)
+def check(q, k, v, dtypes=("bfloat16",) * 3, causal=False, st=None, smem=SMEM, stages=None):
+    return check_attention(q, k, v, dtypes, st or strides(q, k, v, q), causal=causal, smem_limit=smem,
+                           stages=stages)
 
 
 def test_a_valid_problem_passes():
@@ -70,11 +95,26 @@ def test_a_valid_problem_passes():
     (dict(q=(1, 17, 3, 64)), r"k's and v's heads must divide q's \(grouped-query attention\), got q 3, k 2"),
     (dict(q=(1, 0, 2, 64)), r"batch, sequence lengths and heads must be at least 1"),
     (dict(causal=1), r"causal must be True or False, got 1"),
+    (dict(stages=0), r"stages \(K/V blocks in the ring\) must be an integer from 1 to 8, got 0"),
+    (dict(stages=2.0), r"stages \(K/V blocks in the ring\) must be an integer from 1 to 8, got 2.0"),
+    (dict(q=(1, 17, 2, 128), k=(1, 20, 2, 128), stages=4),
+     r"Q, 4 K/V stages and the barriers must fit the shared memory per block \[CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN\], got 296008 bytes for head_dim 128, "
+     r"limit 232448"),
 ])
 def test_bad_input_is_named(args, match):
     q, k, v = shapes(args.pop("q", (1, 17, 2, 64)), args.pop("k", (1, 20, 2, 64)), args.pop("v", None))
     with pytest.raises(AsyncpipeError, match=r"^attention: " + match):
         check(q, k, v, **args)
+
+
+def test_default_stages_fill_the_h200s_shared_memory():
+    """The most stages that fit 227 KB, up to 4: one more would not fit (head dims 128 and 256)."""
+    for d in AK.HEAD_DIMS:
+        n = AK.default_stages(d)
+        assert check((1, 17, 2, d), (1, 20, 2, d), (1, 20, 2, d), stages=n)[-2] == d
+        if n < 4:
+            with pytest.raises(AsyncpipeError, match="must fit the shared memory per block"):
+                check((1, 17, 2, d), (1, 20, 2, d), (1, 20, 2, d), stages=n + 1)
 
 
 def test_strides_follow_tma():
