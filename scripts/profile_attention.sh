@@ -9,28 +9,11 @@ LOG=$OUT/ncu_attention.txt; : > "$LOG"
 NCU="ncu --clock-control none --section SpeedOfLight --section WarpStateStats --section SchedulerStats \
   --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section LaunchStats --section Occupancy \
   --metrics sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active,regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio"
-run() {   # run WHO CAUSAL: one call of asyncpipe's kernel or torch's cuDNN SDPA
-  python3 - "$1" "$2" <<'PY'
-import sys, torch
-from asyncpipe.kernels.attention import attention
-who, causal = sys.argv[1], sys.argv[2] == "1"
-q, k, v = (torch.randn(4, 4096, 16, 128, device="cuda", dtype=torch.bfloat16) for _ in range(3))
-if who == "asyncpipe":
-    attention(q, k, v, causal=causal)
-else:
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-    with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-        torch.nn.functional.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
-                                                         is_causal=causal)
-torch.cuda.synchronize()
-PY
-}
-export -f run
 for causal in 0 1; do
-  run asyncpipe $causal >/dev/null 2>&1                # compile outside the profiler
+  python3 scripts/attention_once.py asyncpipe $causal >/dev/null 2>&1   # compile outside the profiler
   echo "==== asyncpipe causal=$causal" >> "$LOG"
-  $NCU -k regex:attention_kernel --launch-count 1 bash -c "run asyncpipe $causal" >> "$LOG" 2>&1
+  $NCU -k regex:attention_kernel --launch-count 1 python3 scripts/attention_once.py asyncpipe $causal >> "$LOG" 2>&1
   echo "==== cudnn causal=$causal" >> "$LOG"
-  $NCU -k regex:"sdpa|fmha|cudnn|flash|attn" --launch-count 1 bash -c "run cudnn $causal" >> "$LOG" 2>&1
+  $NCU -k regex:"sdpa|fmha|cudnn|flash|attn" --launch-count 1 python3 scripts/attention_once.py cudnn $causal >> "$LOG" 2>&1
 done
 grep -E "^====|Duration|Compute \(SM\) Throughput|Memory Throughput|Issue Slots Busy|No Eligible|Eligible Warps|Warp Cycles Per Issued|Registers Per|Grid Size|Block Size|hmma|pipe_xu|L2 Hit Rate|DRAM Throughput|stalled_(barrier|long_scoreboard|wait|math|mio|short|membar|sleeping|dispatch|not_selected|selected|no_instruction|lg_throttle|tex|branch|drain|imc|misc)_per" "$LOG" | head -${PROFILE_LINES:-200}
