@@ -144,13 +144,16 @@ class Cubin:
         ``HGMMA.64x256x16.F32.BF16``: modifiers may hold a lower-case "x"), in order."""
         return [i.opcode for i in self.instructions]
 
-    def main_loop(self) -> list[Instruction]:
+    def main_loop(self, conditional: bool = False) -> list[Instruction]:
         """The instructions of the kernel's main loop: from the target of the backward branch that spans the most
-        code to that branch, leaving out those predicated off for good (``@!PT``, ptxas's padding)."""
+        code to that branch, leaving out those predicated off for good (``@!PT``, ptxas's padding).
+        ``conditional``: only predicated backward branches count; warp-specialized kernels need it, where ptxas's
+        out-of-line mbarrier retry ends in an unconditional jump back that spans the whole kernel."""
         ins = self.instructions
         spans = [(i.address - int(t.group(1), 16), int(t.group(1), 16), i.address) for i in ins
                  if i.opcode.startswith("BRA") and (t := re.search(r"0x([0-9a-f]+)", i.operands))
-                 and int(t.group(1), 16) < i.address]
+                 and int(t.group(1), 16) < i.address
+                 and not (conditional and (not i.predicate or i.predicate.endswith("PT")))]
         if not spans:
             raise ValueError("no backward branch in the SASS: the kernel has no loop")
         _, lo, hi = max(spans)

@@ -41,7 +41,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import cuda, float32, int32, uint8, uint32, uint64
+from numba import cuda, float32, uint8, uint32, uint64
 
 from .. import ptx
 from ..pipeline import (advance, consumer_release, consumer_wait, pipeline_init, pipeline_state, producer_acquire,
@@ -241,9 +241,10 @@ def attention_kernel(tma_q, tma_k, tma_v, tma_o, lse, seqlen_q, seqlen_k, heads,
 # ---------------------------------------------------------------------------------------------
 @kernel_part
 def cta_coords():
-    """The CTA's query block, head, batch and key blocks, and its shared memory's base. Computed in each
-    warpgroup after its setmaxnreg: values from before it would live across the register hand-over (ptxas
-    spilled them at head dim 256)."""
+    """The CTA's query block, head, batch and key blocks, and its shared memory's base, computed in each
+    warpgroup after its setmaxnreg so that nothing lives across the register hand-over. (Measured at head dim
+    256: it moved where ptxas parks its few spilled values, out of the region before the hand-over, not how
+    many; the barrier ids as immediates, ``take_turn``, are what took the spill loads out of the loop.)"""
     base = ptx.cvta_to_shared_u32(ptx.addr(smem, 0))
     pad = (SMEM_ALIGN - (base & (SMEM_ALIGN - 1))) & (SMEM_ALIGN - 1)
     bid = uint32(cuda.blockIdx.x)                    # 32-bit unsigned: the divisions stay inline (no 64-bit call)

@@ -122,8 +122,6 @@ def pingpong_timeline(rounds: int, softmax: float, *, pv: float = 1.0, pingpong:
     return tl
 
 
-__all__ = ["PingPongTimeline", "Span", "pingpong_timeline", "plot_pingpong"]
-
 
 def plot_pingpong(tl: PingPongTimeline, ax=None, title: str | None = None):
     """Draw ``tl``: one lane per warpgroup for its tensor-core GEMMs and one for its softmax. Returns the axes."""
@@ -150,3 +148,6 @@ def plot_pingpong(tl: PingPongTimeline, ax=None, title: str | None = None):
     ax.set_title(title or f"total {tl.total_time:.1f}, tensor cores busy {100 * tl.tensor_utilization:.0f} %")
     ax.legend(handles=[Patch(color=c, label=k) for k, c in colors.items()], loc="upper right", fontsize=7, ncol=3)
     return ax
+
+
+__all__ = ["PingPongTimeline", "Span", "pingpong_timeline", "plot_pingpong"]

@@ -51,16 +51,8 @@ def test_kernel_sass(head_dim, causal, ab):
 
 
 def key_block_loop(cubin) -> list[str]:
-    """The opcodes of the consumers' loop: the widest conditional backward branch (``Cubin.main_loop`` takes
-    the widest of all, here the unconditional jump back from ptxas's out-of-line mbarrier retry, which spans
-    the whole kernel)."""
-    import re
-    ins = cubin.instructions
-    spans = [(i.address - t, t, i.address) for i in ins if i.opcode.startswith("BRA") and i.predicate
-             and not i.predicate.endswith("PT") and (t := int(re.search(r"0x([0-9a-f]+)", i.operands).group(1), 16))
-             < i.address]
-    _, lo, hi = max(spans)
-    loop = [i.opcode for i in ins if lo <= i.address <= hi]
+    """The opcodes of the consumers' loop (the widest conditional backward branch: ``Cubin.main_loop``)."""
+    loop = [i.opcode for i in cubin.main_loop(conditional=True)]
     assert any(op.startswith("HGMMA") for op in loop), "the widest conditional loop holds no HGMMA"
     return loop
 
