@@ -6,6 +6,7 @@
 #   precompile every kernel the bench times, in parallel processes, into the disk cache
 #   bench      the sweep of attention_bench (every dtype, head dim, causal, seqlen beside torch's SDPA backends),
 #              one JSON line per record in $OUT/attention_bench.jsonl as it goes; RECORDS: extra records first
+#              (a list of (seqlen, head_dim, causal, options)); SWEEP=0: only those
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/gpu_env.sh || exit 1
@@ -52,7 +53,8 @@ class Records(list):
 records = Records()
 for n, hd, causal, kw in eval(os.environ.get("RECORDS", "[]")):
     records.append(dict(benchmark(n, hd, causal=causal, **kw), options=kw))
-sweep(records, log=lambda s: None, head_dims=(128, 64, 256))
+if os.environ.get("SWEEP", "1") != "0":
+    sweep(records, log=lambda s: None, head_dims=(128, 64, 256))
 PY
 fi
 wait

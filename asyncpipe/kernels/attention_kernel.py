@@ -314,28 +314,29 @@ def softmax():
     masked = (j + 1) * BN > seqlen_k
     if CAUSAL:
         masked = masked or (j + 1) * BN - 1 > m0 + seqlen_k - seqlen_q
-    lim0 = seqlen_k
-    lim1 = seqlen_k
-    if CAUSAL:
-        lim0 = min(seqlen_k, row0 + 1 + seqlen_k - seqlen_q)
-        lim1 = min(seqlen_k, row0 + 9 + seqlen_k - seqlen_q)
-    mx0 = NEG_INF                                        # maxima of the raw scores (the scale is positive)
-    mx1 = NEG_INF
-    for i in unroll(S_REGS):
-        v = s[i]
-        if masked:
+    # One branch around all of the block's mask tests, taken only by blocks that cross a limit: a test per
+    # score (`if masked: ...` inside the loop over scores) is turned into selects that every block pays for.
+    if masked:
+        lim0 = seqlen_k
+        lim1 = seqlen_k
+        if CAUSAL:
+            lim0 = min(seqlen_k, row0 + 1 + seqlen_k - seqlen_q)
+            lim1 = min(seqlen_k, row0 + 9 + seqlen_k - seqlen_q)
+        for i in unroll(S_REGS):
             col = j * BN + 8 * (i >> 2) + 2 * q4 + (i & 1)
             if (i >> 1) & 1:
                 if col >= lim1:
-                    v = NEG_INF
+                    s[i] = NEG_INF
             else:
                 if col >= lim0:
-                    v = NEG_INF
-            s[i] = v
+                    s[i] = NEG_INF
+    mx0 = NEG_INF                                        # maxima of the raw scores (the scale is positive)
+    mx1 = NEG_INF
+    for i in unroll(S_REGS):
         if (i >> 1) & 1:
-            mx1 = max(mx1, v)
+            mx1 = max(mx1, s[i])
         else:
-            mx0 = max(mx0, v)
+            mx0 = max(mx0, s[i])
     mx0 = max(mx0, cuda.shfl_xor_sync(0xFFFFFFFF, mx0, 1))
     mx0 = max(mx0, cuda.shfl_xor_sync(0xFFFFFFFF, mx0, 2))
     mx1 = max(mx1, cuda.shfl_xor_sync(0xFFFFFFFF, mx1, 1))
@@ -344,16 +345,16 @@ def softmax():
     new1 = max(run_max1, mx1 * scale_log2)
     base0 = float32(0) if new0 == NEG_INF else new0      # a row with nothing visible yet
     base1 = float32(0) if new1 == NEG_INF else new1
-    corr0 = math.exp2(run_max0 - base0)
-    corr1 = math.exp2(run_max1 - base1)
+    corr0 = ptx.ex2_approx_ftz_f32(run_max0 - base0)
+    corr1 = ptx.ex2_approx_ftz_f32(run_max1 - base1)
     sum0 = float32(0)
     sum1 = float32(0)
     for i in unroll(S_REGS):                             # exp2(S * scale_log2 - max): one FFMA and one MUFU each
         if (i >> 1) & 1:
-            e = math.exp2(s[i] * scale_log2 - base1)
+            e = ptx.ex2_approx_ftz_f32(s[i] * scale_log2 - base1)
             sum1 += e
         else:
-            e = math.exp2(s[i] * scale_log2 - base0)
+            e = ptx.ex2_approx_ftz_f32(s[i] * scale_log2 - base0)
             sum0 += e
         s[i] = e
     run_sum0 = run_sum0 * corr0 + sum0
