@@ -106,7 +106,8 @@ def attention(q, k, v, *, causal=False, softmax_scale=None, out=None, lse=None, 
     ``softmax_scale``: default 1 / sqrt(head_dim). ``out``, ``lse``: arrays to write (q's shape and type;
     (batch, heads, seqlen_q) float32), allocated when None (torch tensors for torch inputs). ``dtype``:
     "bfloat16" for 16-bit integer arrays (the default). ``stream``: a numba or cuda.core stream.
-    ``stages``: K/V blocks in flight (default ``attention_kernel.default_stages``: the most that fit, up to 4).
+    ``stages``: K/V blocks in flight (default: the pick of ``attention_tune.attention_tuner(...).tune(problem)``
+    for this problem on this GPU when it was tuned, else ``attention_kernel.default_stages``: the most that fit).
     ``pingpong``, ``overlap``: False switches off one of FlashAttention-3's overlaps (for its ablation).
     """
     check(all(isinstance(x, (bool, np.bool_)) for x in (pingpong, overlap)), API, "pingpong and overlap must be "
@@ -144,9 +145,14 @@ def _jit(head_dim, causal, ab, stages, pingpong=True, overlap=True):
                               overlap=overlap), launch_bounds=AK.LAUNCH_BOUNDS)
 
 
-def _plan(q, k, v, out, lse, causal, softmax_scale, dtype, stream, stages=None, pingpong=True, overlap=True):
+def launch_parts(q, k, v, out, lse, causal=False, softmax_scale=None, dtype=None, stages=None, pingpong=True,
+                 overlap=True) -> dict:
+    """Everything one launch needs, every rule checked first: ``kernel``, ``grid``, ``block``, ``args`` (the
+    tensor maps of q, k, v, out and the scalars), ``shared`` (dynamic shared memory) and ``problem`` (batch,
+    seqlen_q, seqlen_k, heads, heads_kv). ``stages=None``: the pick of ``attention_tune`` for this problem on this
+    GPU when it was tuned, else ``attention_kernel.default_stages``. ``attention`` and its tuner both launch
+    through it."""
     from ..host import device_info
-    from ..host.launch import prepare_launch
     from ..spec.device import check_cc
 
     (qa, qt), (ka, kt), (va, vt), (oa, ot) = (_view(n, x, dtype) for n, x in
@@ -156,7 +162,12 @@ def _plan(q, k, v, out, lse, causal, softmax_scale, dtype, stream, stages=None, 
     B, Sq, Sk, H, Hkv, D, ab = check_attention(qa.shape, ka.shape, va.shape, (qt, kt, vt), [_strides(a) for a in
                                                (qa, ka, va, oa)], causal=causal,
                                                smem_limit=info.max_shared_per_block_optin, stages=stages)
-    stages = AK.default_stages(D) if stages is None else int(stages)
+    problem = (B, Sq, Sk, H, Hkv)
+    if stages is None:
+        from .attention_tune import tuned_stages
+
+        stages = tuned_stages(D, bool(causal), ab, problem) or AK.default_stages(D)
+    stages = int(stages)
     check(tuple(oa.shape) == tuple(qa.shape) and ot == qt, API, "out must have q's shape and element type",
           f"out {tuple(oa.shape)} {ot}, q {tuple(qa.shape)} {qt}")
     from .checks import as_device_array
@@ -175,11 +186,18 @@ def _plan(q, k, v, out, lse, causal, softmax_scale, dtype, stream, stages=None, 
     tma_v = cached_tensor_map(va, (1, bn, 1, AK.BOX_COLS), dtype=tdtype, swizzle="128B")
     tma_o = cached_tensor_map(oa, (1, AK.BM // 2, 1, AK.BOX_COLS), dtype=tdtype, swizzle="128B")
     m_blocks = math.ceil(Sq / AK.BM)
-    kernel = _jit(D, bool(causal), ab, stages, bool(pingpong), bool(overlap))
-    return prepare_launch(kernel, m_blocks * H * B, AK.THREADS, tma_q, tma_k, tma_v, tma_o, la.reshape(la.size),
-                          np.int32(Sq), np.int32(Sk), np.int32(H), np.int32(H // Hkv), np.int32(m_blocks),
-                          np.float32(scale * math.log2(math.e)), shared_mem=AK.shared_bytes(D, bn, stages),
-                          stream=stream, keep=(tma_q, tma_k, tma_v, tma_o))
+    return dict(kernel=_jit(D, bool(causal), ab, stages, bool(pingpong), bool(overlap)), grid=m_blocks * H * B,
+                block=AK.THREADS, shared=AK.shared_bytes(D, bn, stages), problem=problem, stages=stages,
+                args=(tma_q, tma_k, tma_v, tma_o, la.reshape(la.size), np.int32(Sq), np.int32(Sk), np.int32(H),
+                      np.int32(H // Hkv), np.int32(m_blocks), np.float32(scale * math.log2(math.e))))
+
+
+def _plan(q, k, v, out, lse, causal, softmax_scale, dtype, stream, stages=None, pingpong=True, overlap=True):
+    from ..host.launch import prepare_launch
+
+    p = launch_parts(q, k, v, out, lse, causal, softmax_scale, dtype, stages, pingpong, overlap)
+    return prepare_launch(p["kernel"], p["grid"], p["block"], *p["args"], shared_mem=p["shared"], stream=stream,
+                          keep=p["args"][:4])
 
 
 def reference(q, k, v, causal=False, softmax_scale=None):
@@ -204,4 +222,4 @@ def reference(q, k, v, causal=False, softmax_scale=None):
     return o, lse
 
 
-__all__ = ["API", "attention", "check_attention", "reference", "AsyncpipeError"]
+__all__ = ["API", "attention", "check_attention", "launch_parts", "reference", "AsyncpipeError"]

@@ -146,7 +146,8 @@ def spec_measurement(tuned, problem, timer: Callable | None = None, reps: int = 
         out.copy_to_device(poison)
         tuned(*dev, config=spec.full(config))
         cuda.synchronize()
-        got = out.copy_to_host().astype(np.float64)
+        got = out.copy_to_host()
+        got = np.asarray(spec.decode(got) if spec.decode else got, np.float64)
         err = float(np.linalg.norm(got - ref) / ref_norm) if got.shape == ref.shape else float("inf")
         regs = None
         try:
@@ -158,7 +159,6 @@ def spec_measurement(tuned, problem, timer: Callable | None = None, reps: int = 
         return Check(ok, err, regs, "" if ok else f"(tolerance {spec.tolerance:g})")
 
     def time(config: Config) -> float:
-        cfg = spec.full(config)
-        return timer(lambda: tuned(*dev, config=cfg), reps=reps)
+        return timer(tuned.prepare(*dev, config=spec.full(config)), reps=reps)
 
     return Measurement(check, time, info.name, limits, measured_calibration(limits))

@@ -7,7 +7,8 @@ configuration (what the wrapper uses before tuning), a factory ``kernel(config) 
 *args) -> Launch`` (grid, block, the kernel's arguments, dynamic shared memory), the problem's names
 and ``key(*args)`` that reads them off a call's arguments, ``inputs(problem, rng)`` (host arguments to
 tune on), ``reference(*inputs)`` (the written argument's expected value, in float64) and which argument
-is written (``output``). ``pipeline`` says what the timeline model may assume (``CpAsyncPipeline``,
+is written (``output``; ``decode`` turns its host copy into numbers where its elements are not, such as bf16
+bits). ``pipeline`` says what the timeline model may assume (``CpAsyncPipeline``,
 ``MbarrierRingPipeline``; None: occupancy only). Host code; nothing here imports numba until used.
 """
 
@@ -91,12 +92,15 @@ class KernelSpec:
     pipeline: CpAsyncPipeline | MbarrierRingPipeline | None = None
     nbytes: Callable[[Mapping], float] | None = None
     flop: Callable[[Mapping], float] | None = None
+    decode: Callable | None = None           # the written argument (copied to the host) -> numbers, e.g. bf16 bits
 
     def __post_init__(self):
         check(isinstance(self.name, str) and self.name.isidentifier(), API, "name must be an identifier",
               repr(self.name))
         for n in ("kernel", "launch", "key", "inputs", "reference"):
             _callable(n, getattr(self, n))
+        if self.decode is not None:
+            _callable("decode", self.decode)
         check(isinstance(self.space, Mapping) and "stages" in self.space, API,
               'space must be a mapping with a "stages" entry', repr(self.space))
         self.space = {k: tuple(v) for k, v in self.space.items()}
@@ -191,6 +195,14 @@ class KernelSpec:
             nbytes=(lambda p: self.nbytes(dict(zip(dims, p)))) if self.nbytes else None)
 
 
+def _launch(kernel, launch: Launch, stream) -> None:
+    """Through ``asyncpipe.host.launch``, the door of the shipped kernels: its checks, and the opt-in above
+    48 KB of dynamic shared memory that numba's own ``kernel[grid, block, stream, shared]`` does not set."""
+    from ..host.launch import launch as host_launch
+
+    host_launch(kernel, launch.grid, launch.block, *launch.args, shared_mem=launch.shared, stream=stream)
+
+
 class TunedKernel:
     """What the user calls: ``kern(*args)`` launches the kernel with the fastest configuration measured for
     this problem on this GPU (``asyncpipe.tune.cached_config``), or ``spec.default`` before tuning.
@@ -225,8 +237,17 @@ class TunedKernel:
 
     def __call__(self, *args, config=None, stream=0, **fixed):
         cfg = self.spec.full(self.spec.config(config)) if config is not None else self.config_for(*args, **fixed)
+        _launch(self.kernel(cfg), self.spec.launch(cfg, *args), stream)
+
+    def prepare(self, *args, config=None, stream=0, **fixed):
+        """``asyncpipe.host.prepare_launch`` of the call ``self(*args, ...)`` (every argument on the device):
+        a callable that launches it again without the checks, what the tuner times."""
+        from ..host.launch import prepare_launch
+
+        cfg = self.spec.full(self.spec.config(config)) if config is not None else self.config_for(*args, **fixed)
         launch = self.spec.launch(cfg, *args)
-        self.kernel(cfg)[launch.grid, launch.block, stream, launch.shared](*launch.args)
+        return prepare_launch(self.kernel(cfg), launch.grid, launch.block, *launch.args, shared_mem=launch.shared,
+                              stream=stream)
 
     def tune(self, problem, **kw):
         """``asyncpipe.tune.user.tune_kernel(self, problem, **kw)``: on a GPU, measure and cache the pick."""
@@ -245,10 +266,10 @@ class TunedKernel:
 
 
 def autotune(*, space, default, problem, key, inputs, reference, launch, output=-1, tolerance=1e-5, pipeline=None,
-             nbytes=None, flop=None, name=None):
+             nbytes=None, flop=None, decode=None, name=None):
     """Decorator over a kernel factory ``config -> cuda.jit kernel``: returns its ``TunedKernel``. The keywords
     are ``KernelSpec``'s fields (``name`` defaults to the factory's)."""
     def wrap(factory):
         return TunedKernel(KernelSpec(name or factory.__name__, factory, launch, space, default, problem, key, inputs,
-                                      reference, output, tolerance, pipeline, nbytes, flop))
+                                      reference, output, tolerance, pipeline, nbytes, flop, decode))
     return wrap

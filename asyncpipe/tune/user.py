@@ -158,13 +158,18 @@ def device_cc(lim) -> tuple:
 
 
 def prepared(tuned, problem, lim, calibration=None, processes=None, progress=True, seed=0, candidates=None,
-             options=None):
+             options=None, device: bool = False):
     """``(tunable, problem dict, compiled, launches, inputs)``: the candidates (all of the space, or the stage
-    counts ``candidates`` of the option sets ``options``) compiled and the model wired."""
+    counts ``candidates`` of the option sets ``options``) compiled and the model wired. ``device``: the inputs
+    go to the GPU before ``spec.launch`` sees them (a launch that encodes TMA descriptors needs device memory)."""
     spec = tuned.spec
     base = spec.tunable()
     prob = dict(zip(spec.problem, base.problem(problem)))
     inputs = spec.inputs(prob, np.random.default_rng(seed))
+    if device:
+        from numba import cuda
+
+        inputs = [cuda.to_device(a) if isinstance(a, np.ndarray) else a for a in inputs]
     configs = base.configs([s for s in base.candidates if candidates is None or s in candidates],
                            [o for o in base.option_sets if options is None or o in options])
     launches = {c: spec.launch(spec.full(c), *inputs) for c in configs}
@@ -180,6 +185,12 @@ def prepared(tuned, problem, lim, calibration=None, processes=None, progress=Tru
         calibrate=lambda ms, p, l, regs=None: calibrate(spec, prob, compiled, launches, ms, l, cal0),
         calibration=cal0)
     return tunable, prob, compiled, launches, inputs
+
+
+def _gpu_visible() -> bool:
+    from numba import cuda
+
+    return bool(cuda.is_available())
 
 
 def tune_kernel(tuned, problem, *, measure: bool = True, limits=None, gpu: str | None = None, calibration=None,
@@ -205,7 +216,8 @@ def tune_kernel(tuned, problem, *, measure: bool = True, limits=None, gpu: str |
     lim = limits or (meas.limits if meas else pick_limits(None))
     cal = calibration or (meas.calibration if meas else None)
     tunable, prob, compiled, launches, _ = prepared(tuned, problem, lim, cal, processes, progress,
-                                                    candidates=candidates, options=options)
+                                                    candidates=candidates, options=options,
+                                                    device=meas is not None and _gpu_visible())
     common = dict(calibration=tunable.default_calibration, candidates=candidates, margin=margin, options=options,
                   cache_file=cache_file, progress=progress)
     if meas is None:

@@ -11,10 +11,12 @@ import pytest
 from asyncpipe.errors import AsyncpipeError
 from asyncpipe.model.limits import table_limits
 from asyncpipe.tune import Config, CpAsyncPipeline, KernelSpec, Launch, TunedKernel, autotune, cached_config
+from asyncpipe.tune import spec as spec_module
 from asyncpipe.tune.search import Check, tune
 from asyncpipe.tune.user import Prediction
 
 GPU = "synthetic"
+ORIGINAL_LAUNCH = spec_module._launch       # before the autouse fixture below replaces it
 H200 = table_limits("H200")
 
 
@@ -28,6 +30,13 @@ class Recorder:
 
     def __getitem__(self, launch):
         return lambda *args: Recorder.log.append((self.config, launch, args))
+
+
+@pytest.fixture(autouse=True)
+def recorded_launches(monkeypatch):
+    """The wrapper launches through asyncpipe.host.launch (spec._launch); here the stand-in records it."""
+    monkeypatch.setattr(spec_module, "_launch", lambda kernel, l, stream: kernel[l.grid, l.block, stream, l.shared](
+        *l.args))
 
 
 def launch(cfg, x, out):
@@ -165,3 +174,16 @@ def test_bad_names_and_configs():
         spec.config(warps=4)
     with pytest.raises(AsyncpipeError, match=r"tune toy: problem keys must be \('rows', 'cols'\)"):
         spec.problem_dict({"rows": 3})
+
+
+
+def test_the_wrapper_launches_through_asyncpipe_host_launch(monkeypatch):
+    """Not numba's kernel[grid, block, stream, shared]: that sets no opt-in above 48 KB of dynamic shared memory."""
+    import importlib
+
+    host_launch = importlib.import_module("asyncpipe.host.launch")    # the module (asyncpipe.host.launch is also
+    seen = []                                                          # the function's name in asyncpipe.host)
+    monkeypatch.setattr(host_launch, "launch", lambda kernel, grid, block, *args, **kw: seen.append((kernel, grid,
+                                                                                                     block, args, kw)))
+    ORIGINAL_LAUNCH("K", Launch(grid=3, block=128, args=(1, 2), shared=100_000), 7)
+    assert seen == [("K", 3, 128, (1, 2), dict(shared_mem=100_000, stream=7))]
