@@ -1,0 +1,307 @@
+"""``fp8_gemm``: DeepGEMM-style block-scaled FP8 GEMM on Hopper, D = (A * sa) (B * sb)^T in bf16.
+
+    q, sa = quantize_fp8_rowwise_blocks(x)            # fp8_quant: A and its 1 x 128 scales from bf16
+    d = fp8_gemm(q, sa, b, sb)                        # b: N x K e4m3, sb: its 128 x 128 block scales
+
+- ``a``: M x K e4m3, row-major: a torch.float8_e4m3fn tensor, or a numba/CuPy uint8 array of e4m3 codes.
+- ``sa``: fp32, M x ceil(K/128), one scale per 1 x 128 block of A, stored K-block-major (DeepGEMM's
+  TMA-aligned transposed layout): element (m, b) at ``b * ld + m``, strides (1, ld) elements with
+  ``ld >= M`` a multiple of 4 (16 bytes). ``quantize_fp8_rowwise_blocks`` returns it so; from a KB x ld
+  buffer ``fp8_quant.scales_view(buffer, M)`` makes it (torch: ``buffer.t()[:M]``).
+- ``b``: N x K e4m3 (K-major: row n holds B[n, :], the ``B^T`` of ``D = A B``), row-major.
+- ``sb``: fp32, ceil(N/128) x ceil(K/128), row-major: one scale per 128 x 128 block of B.
+- ``out``: M x N bf16 (a torch bfloat16 tensor, or its bits in a uint16/int16 array); allocated when None.
+
+Any M >= 1; N and K multiples of 128 (partial n-tiles and k-blocks are a later step). The kernel is
+``fp8_gemm_kernel.py``; bad input raises ``AsyncpipeError`` (``UnsupportedDeviceError`` without an sm_90
+GPU) naming the rule and the value before anything runs. ``reference`` is the float64 product of the
+dequantized operands; ``benchmark`` times the kernel beside ``torch._scaled_mm``.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+from numba import cuda
+
+from ..errors import check
+from ..host.plans import PlanCache, array_key, cached_tensor_map, option_key, run_plan
+from ..jit_cache import jit
+from . import fp8_gemm_kernel as FK
+from .fp8_quant import StridedView, dequantize_reference, k_blocks, scale_ld
+
+API = "fp8_gemm"
+_SRC_TMA = "cuTensorMapEncodeTiled"
+_SRC_WGMMA = "PTX ISA, wgmma.mma_async"
+_E4M3 = ("uint8", "float8_e4m3fn")          # e4m3 codes: numba/CuPy uint8, or torch's float8_e4m3fn
+_BF16 = ("uint16", "int16", "bfloat16")     # bf16: its bits, or torch's bfloat16
+_TYPE_RULES = {name: (allowed, f"{name} must {what}") for name, allowed, what in (
+    ("A", _E4M3, "hold float8 e4m3 (torch.float8_e4m3fn, or its codes in a uint8 array)"),
+    ("B", _E4M3, "hold float8 e4m3 (torch.float8_e4m3fn, or its codes in a uint8 array)"),
+    ("sa", ("float32",), "be float32"), ("sb", ("float32",), "be float32"),
+    ("D", _BF16, "hold bfloat16 (torch.bfloat16, or its bits in a uint16/int16 array)"))}
+TMA_ALIGN = 16                              # TMA global addresses and strides: multiples of 16 bytes
+SCALE_ITEM = 4
+
+
+def check_fp8_gemm(a_shape, a_dtype, sa_shape, sa_strides, sa_dtype, b_shape, b_dtype, sb_shape, sb_dtype,
+                   d_shape, d_dtype, *, contiguous, addresses, stages, block_n, smem_limit):
+    """Every rule of ``fp8_gemm``'s inputs, with no GPU: shapes as tuples, dtypes as names ("float8_e4m3fn",
+    "bfloat16" for torch tensors), ``sa_strides`` in elements, ``contiguous`` a dict name -> bool for A, B, sb
+    and D, ``addresses`` name -> device address. Returns ``(M, N, K, ld)`` (``ld``: sa's K-block stride)."""
+    for name, shape in (("A", a_shape), ("sa", sa_shape), ("B", b_shape), ("sb", sb_shape), ("D", d_shape)):
+        check(len(shape) == 2, API, f"{name} must be 2-D", f"{len(shape)}-D of shape {tuple(shape)}")
+    for name, dt in (("A", a_dtype), ("sa", sa_dtype), ("B", b_dtype), ("sb", sb_dtype), ("D", d_dtype)):
+        allowed, rule = _TYPE_RULES[name]
+        check(dt in allowed, API, rule, dt, _SRC_WGMMA if name in ("A", "B") else None)
+    M, K = a_shape
+    N = b_shape[0]
+    check(M >= 1, API, "M (A's rows) must be at least 1", M)
+    check(b_shape[1] == K, API, "B (N x K, K-major) must have K = A.shape[1] columns",
+          f"A {tuple(a_shape)}, B {tuple(b_shape)}")
+    for name, v in (("N", N), ("K", K)):
+        check(v >= FK.DIM_MULTIPLE and v % FK.DIM_MULTIPLE == 0, API,
+              f"{name} must be a positive multiple of {FK.DIM_MULTIPLE} (the scale blocks; partial tiles are not "
+              "handled yet)", f"{name} = {v}")
+    kb = K // FK.SCALE_BLOCK
+    check(tuple(sa_shape) == (M, kb), API, "sa must be M x K/128 (one scale per 1 x 128 block of A)",
+          f"sa {tuple(sa_shape)} for M = {M}, K = {K}")
+    check(tuple(sb_shape) == (N // FK.SCALE_BLOCK, kb), API, "sb must be N/128 x K/128 (one scale per 128 x 128 "
+          "block of B)", f"sb {tuple(sb_shape)} for N = {N}, K = {K}")
+    check(tuple(d_shape) == (M, N), API, "D must be M x N", f"D {tuple(d_shape)} for M = {M}, N = {N}")
+    s_m, s_k = sa_strides
+    ld = s_k if kb > 1 else scale_ld(M)
+    check((s_m == 1 or M == 1) and (kb == 1 or (ld >= M and ld % (TMA_ALIGN // SCALE_ITEM) == 0)), API,
+          "sa must be stored K-block-major: strides (1, ld) elements with ld >= M a multiple of 4 (DeepGEMM's "
+          "TMA-aligned transposed layout, what quantize_fp8_rowwise_blocks returns)",
+          f"strides {tuple(sa_strides)} for shape {tuple(sa_shape)}", _SRC_TMA)
+    for name in ("A", "B", "sb", "D"):
+        check(contiguous[name], API, f"{name} must be C-contiguous (row-major, unit stride)", f"{name} is strided")
+    for name, align in (("A", TMA_ALIGN), ("B", TMA_ALIGN), ("sa", TMA_ALIGN), ("sb", SCALE_ITEM), ("D", 4)):
+        addr = addresses[name]
+        check(addr % align == 0, API, f"{name} must start on a {align}-byte boundary" +
+              (" (TMA's global address rule)" if align == TMA_ALIGN else ""),
+              f"address {addr:#x} ({addr % align} bytes past one)", _SRC_TMA if align == TMA_ALIGN else None)
+    check(block_n in FK.BLOCK_NS, API, f"block_n must be one of {FK.BLOCK_NS} (one sb value per tile and k-block)",
+          repr(block_n))
+    check(isinstance(stages, (int, np.integer)) and not isinstance(stages, bool) and
+          FK.MIN_STAGES <= stages <= FK.MAX_STAGES, API,
+          f"stages must be an integer in {FK.MIN_STAGES}..{FK.MAX_STAGES}", repr(stages))
+    need = FK.block_shared_bytes(block_n, stages)
+    check(need <= smem_limit, API,
+          f"stages x (stage bytes + 2 barriers) + {FK.SMEM_ALIGN} alignment slack must fit the {smem_limit} bytes of "
+          "shared memory per block",
+          f"{stages} x ({FK.stage_bytes(block_n)} + {2 * FK.BARRIER_BYTES}) + {FK.SMEM_ALIGN} = {need} bytes (at most "
+          f"{FK.max_stages(block_n, smem_limit)} stages fit)", "CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN")
+    return M, N, K, ld
+
+
+def _is_torch(x) -> bool:
+    return type(x).__module__.startswith("torch") and hasattr(x, "data_ptr")
+
+
+def _view(name, x):
+    """(numba device array with x's bytes, element type name): torch float8 as uint8, torch bf16 as int16; a
+    torch dtype that has no place here is refused by its rule (it may have no CUDA array interface at all)."""
+    from .checks import as_device_array
+
+    if _is_torch(x):
+        import torch
+
+        check(x.is_cuda, API, f"{name} must be on a CUDA device", str(x.device))
+        kind = str(x.dtype).removeprefix("torch.")
+        allowed, rule = _TYPE_RULES[name]
+        check(kind in allowed, API, rule, kind, _SRC_WGMMA if name in ("A", "B") else None)
+        bits = {"float8_e4m3fn": torch.uint8, "bfloat16": torch.int16}.get(kind)
+        return as_device_array(API, name, x.view(bits) if bits is not None else x), kind
+    a = as_device_array(API, name, x)
+    return a, a.dtype.name
+
+
+def _strides(a) -> tuple:
+    return tuple(s // a.dtype.itemsize for s in a.strides)
+
+
+def _address(a) -> int:
+    return a.__cuda_array_interface__["data"][0] if hasattr(a, "__cuda_array_interface__") else 0
+
+
+def fp8_gemm(a, sa, b, sb, out=None, *, stages=None, block_n=128, stream=0):
+    """D = (A * sa) (B * sb)^T in bf16 (see the module doc); returns ``out``. ``stages``: ring depth, by
+    default the most that fit (``fp8_gemm_kernel.max_stages``: 6 on the H200)."""
+    if out is None:
+        aa, _ = _view("A", a)
+        ba, _ = _view("B", b)
+        m = aa.shape[0] if len(aa.shape) == 2 else 0
+        n = ba.shape[0] if len(ba.shape) == 2 else 0
+        if _is_torch(a):
+            import torch
+
+            out = torch.empty((m, n), dtype=torch.bfloat16, device=a.device)
+        else:
+            out = cuda.device_array((m, n), np.uint16, stream=stream or 0)
+    key = (*(array_key(_view(nm, x)[0]) for nm, x in (("A", a), ("sa", sa), ("B", b), ("sb", sb), ("D", out))),
+           *option_key(stages, block_n), id(stream) if stream else 0)
+    run_plan(_plans, key, lambda: _plan(a, sa, b, sb, out, stages, block_n, stream))
+    return out
+
+
+_plans = PlanCache()
+
+
+@functools.lru_cache(maxsize=None)
+def _jit(block_n, stages):
+    return jit(FK.make_kernel(block_n=block_n, stages=stages), launch_bounds=FK.LAUNCH_BOUNDS)
+
+
+def _plan(a, sa, b, sb, out, stages, block_n, stream):
+    """Every check, the tensor maps, the grid and the marshalled launch of one problem."""
+    from ..host import device_info
+    from ..host.launch import prepare_launch
+    from ..spec.device import check_cc
+
+    (aa, at), (saa, sat), (ba, bt), (sba, sbt), (da, dt) = (_view(nm, x) for nm, x in
+                                                           (("A", a), ("sa", sa), ("B", b), ("sb", sb), ("D", out)))
+    info = device_info(API)
+    check_cc(info, API, (9, 0), "needs compute capability 9.0 (FP8 wgmma, TMA: sm_90a)")
+    stages = FK.max_stages(block_n, info.max_shared_per_block_optin) if stages is None else stages
+    arrays = {"A": aa, "B": ba, "sb": sba, "D": da}
+    M, N, K, ld = check_fp8_gemm(
+        tuple(aa.shape), at, tuple(saa.shape), _strides(saa), sat,
+        tuple(ba.shape), bt, tuple(sba.shape), sbt, tuple(da.shape), dt,
+        contiguous={k: v.is_c_contiguous() for k, v in arrays.items()},
+        addresses={"sa": _address(saa), **{k: _address(v) for k, v in arrays.items()}},
+        stages=stages, block_n=block_n, smem_limit=info.max_shared_per_block_optin)
+    kb = K // FK.SCALE_BLOCK
+    # A's scales as TMA sees them: the K-block-major KB x M view (row pitch ld), one box = 128 rows' scales
+    sa_t = StridedView(saa, (kb, M), (SCALE_ITEM * ld, SCALE_ITEM), "<f4")
+    tma_a = cached_tensor_map(aa, (FK.BM, FK.BK), dtype="uint8", swizzle="128B")
+    tma_b = cached_tensor_map(ba, (block_n, FK.BK), dtype="uint8", swizzle="128B")
+    tma_sa = cached_tensor_map(sa_t, (1, FK.BM), dtype="float32")
+    tiles_m, tiles_n = math.ceil(M / FK.BM), N // block_n
+    grid = max(1, min(tiles_m * tiles_n, info.sm_count))
+    words = da.reshape(M * N).view(np.uint32)
+    kernel = _jit(block_n, int(stages))
+    return prepare_launch(kernel, grid, FK.THREADS, tma_a, tma_b, tma_sa, sba.reshape(sba.size), words, np.int32(M),
+                          np.int32(N), np.int32(K), np.int32(tiles_m), np.int32(tiles_n),
+                          shared_mem=FK.shared_bytes(block_n, int(stages)), stream=stream, keep=(tma_a, tma_b, tma_sa))
+
+
+# ------------------------------------------------------------------------------------------------
+# References (numpy, float64)
+# ------------------------------------------------------------------------------------------------
+def dequantize_b_reference(codes, sb) -> np.ndarray:
+    """float64 values of B's e4m3 ``codes`` (N x K) times their 128 x 128 block scales ``sb``."""
+    from ..formats.minifloat import E4M3, decode
+
+    N, K = np.asarray(codes).shape
+    full = np.repeat(np.repeat(np.asarray(sb, np.float64), FK.SCALE_BLOCK, axis=0), FK.SCALE_BLOCK, axis=1)
+    return decode(np.asarray(codes), E4M3).astype(np.float64) * full[:N, :K]
+
+
+def reference(a_codes, sa, b_codes, sb) -> np.ndarray:
+    """float64 ``(A * sa) (B * sb)^T`` of host arrays: e4m3 codes (uint8) and fp32 scales (sa M x KB, sb
+    N/128 x KB); what the tests compare ``fp8_gemm`` with."""
+    return dequantize_reference(a_codes, sa) @ dequantize_b_reference(b_codes, sb).T
+
+
+def quantize_b_reference(x) -> tuple[np.ndarray, np.ndarray]:
+    """numpy ``(codes, sb)`` of an N x K float array per 128 x 128 block (N, K multiples of 128): scale =
+    amax / 448 (amax floored as ``fp8_quant.AMAX_FLOOR``), codes = e4m3(x * (448 / amax)), as for A."""
+    from ..formats.minifloat import E4M3, encode
+    from .fp8_quant import AMAX_FLOOR, E4M3_MAX
+
+    x = np.asarray(x, np.float32)
+    N, K = x.shape
+    blocks = x.reshape(N // FK.SCALE_BLOCK, FK.SCALE_BLOCK, K // FK.SCALE_BLOCK, FK.SCALE_BLOCK)
+    amax = np.maximum(np.abs(blocks).max(axis=(1, 3)), np.float32(AMAX_FLOOR)).astype(np.float32)
+    inv = np.float32(E4M3_MAX) / amax
+    q = (blocks * inv[:, None, :, None]).astype(np.float32).reshape(N, K)
+    return encode(q, E4M3), (amax / np.float32(E4M3_MAX)).astype(np.float32)
+
+
+def error_bound(a_codes, sa, b_codes, sb, accumulator_bits: int = 13) -> np.ndarray:
+    """The per-element bound the tests assume (float64): bf16's rounding of the result (2^-8 |D|, twice
+    bf16's half ulp) plus the FP8 accumulator's error, 4 k32 additions per 128-block each off by at most
+    2^-accumulator_bits of the block's absolute sum, summed over the blocks: 4 * 2^-bits * (|A| |B|^T)."""
+    absolute = np.abs(dequantize_reference(a_codes, sa)) @ np.abs(dequantize_b_reference(b_codes, sb)).T
+    return 2.0 ** -8 * np.abs(reference(a_codes, sa, b_codes, sb)) + FK.K_STEPS * 2.0 ** -accumulator_bits * absolute
+
+
+# ------------------------------------------------------------------------------------------------
+# Benchmark: beside torch._scaled_mm (cuBLASLt) e4m3 -> bf16, tensorwise and rowwise, in the same run
+# ------------------------------------------------------------------------------------------------
+def random_operands(rng, m, n, k):
+    """Random e4m3 codes (no NaN) and positive fp32 scales: A, sa (K-block-major, host M x KB), B, sb."""
+    def codes(shape):
+        c = rng.integers(0, 256, size=shape, dtype=np.uint8)
+        return np.where((c & 0x7F) == 0x7F, np.uint8(0x3F), c)   # NaN codes -> 1.875
+
+    kb = k_blocks(k)
+    return (codes((m, k)), rng.uniform(0.5, 2.0, (m, kb)).astype(np.float32), codes((n, k)),
+            rng.uniform(0.5, 2.0, (n // FK.SCALE_BLOCK, kb)).astype(np.float32))
+
+
+def to_device_scales(sa_host):
+    """A host M x KB sa as the K-block-major device layout ``fp8_gemm`` takes."""
+    from .fp8_quant import scales_view
+
+    M, kb = sa_host.shape
+    blocks = np.zeros((kb, scale_ld(M)), np.float32)
+    blocks[:, :M] = sa_host.T
+    return scales_view(cuda.to_device(blocks), M)
+
+
+def benchmark(m: int, n: int, k: int, *, stages=None, reps: int = 20) -> dict:
+    """TFLOPS (2 M N K) of ``fp8_gemm`` at m x n x k beside ``torch._scaled_mm`` e4m3 -> bf16 with tensorwise
+    and rowwise scales (when torch is installed), measured in the same call; ``kernel`` names fp8 and gemm."""
+    from ..timing import time_ms, tflops
+
+    rng = np.random.default_rng(0)
+    a, sa, b, sb = random_operands(rng, m, n, k)
+    args = (cuda.to_device(a), to_device_scales(sa), cuda.to_device(b), cuda.to_device(sb))
+    d = cuda.device_array((m, n), np.uint16)
+    run = functools.partial(fp8_gemm, *args, d, stages=stages)
+    run()                                            # compile and check outside the timing
+    ms = time_ms(run, reps=reps)
+    used = stages if stages is not None else "auto"
+    record = {"kernel": f"fp8_gemm_e4m3_blockscaled_bn128_s{used}", "shape": [m, n, k], "ms": ms,
+              "tflops": tflops(2.0 * m * n * k, ms), "vs": {}}
+    for mode, t in _scaled_mm_tflops(a, b, reps).items():
+        record[f"scaled_mm_{mode}_tflops"] = t
+        record["vs"][f"scaled_mm_{mode}"] = record["tflops"] / t
+    return record
+
+
+def _scaled_mm_tflops(a, b, reps) -> dict:
+    """torch._scaled_mm's TFLOPS on the same codes (unit scales: its cost does not depend on their values),
+    {"tensorwise": ..., "rowwise": ...}; a mode this torch refuses is left out."""
+    from ..timing import time_ms, tflops
+
+    try:
+        import torch
+    except ImportError:
+        return {}
+    m, k = a.shape
+    n = b.shape[0]
+    x = torch.from_numpy(a).cuda().view(torch.float8_e4m3fn)
+    y = torch.from_numpy(b).cuda().view(torch.float8_e4m3fn).t()      # K x N, column-major: what cuBLASLt takes
+    one = torch.ones((), device="cuda", dtype=torch.float32)
+    modes = {"tensorwise": (one, one),
+             "rowwise": (torch.ones((m, 1), device="cuda", dtype=torch.float32),
+                         torch.ones((1, n), device="cuda", dtype=torch.float32))}
+    out = {}
+    for mode, (s_a, s_b) in modes.items():
+        try:
+            fn = functools.partial(torch._scaled_mm, x, y, scale_a=s_a, scale_b=s_b, out_dtype=torch.bfloat16)
+            fn()
+            out[mode] = tflops(2.0 * m * n * k, time_ms(fn, reps=reps))
+        except (RuntimeError, TypeError):
+            continue
+    return out
+
+
+__all__ = ["API", "fp8_gemm", "check_fp8_gemm", "reference", "error_bound", "benchmark", "quantize_b_reference",
+           "dequantize_b_reference", "random_operands", "to_device_scales"]

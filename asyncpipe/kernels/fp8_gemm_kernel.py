@@ -1,0 +1,246 @@
+"""The block-scaled FP8 GEMM kernel (DeepGEMM's scheme on Hopper): D = (A * sa) (B * sb)^T in bf16.
+
+A is M x K e4m3 (K contiguous) with one fp32 scale per 1 x 128 block (``sa``, stored K-block-major: the 128
+row scales of a k-block are contiguous, see ``fp8_quant``); B is N x K e4m3 (K-major) with one fp32 scale
+per 128 x 128 block (``sb``, ceil(N/128) x ceil(K/128), row-major). The host side is ``fp8_gemm.py``.
+
+    a CTA = 3 warpgroups (384 threads), one 128 x BN tile of D at a time (persistent)
+    ├── warpgroup 0, the producer: setmaxnreg.dec 40; one thread, per tile and 128-wide k-block:
+    │     producer_acquire(empty, st); producer_commit(full, st, STAGE_TX)
+    │     TMA A   128 rows x 128 K (128B swizzle: one 128-byte row = 128 e4m3)
+    │     TMA B   BN rows x 128 K (128B swizzle)
+    │     TMA sa  this k-block's 128 row scales (one 512-byte box of the K-block-major scales)
+    └── warpgroups 1 and 2, the consumers: setmaxnreg.inc 232; each owns 64 rows of the tile:
+          sb_k = sb[n block, kb]                           a global load, in flight across the wait
+          consumer_wait(full, st)
+          4 x wgmma m64nBNk32 e4m3 into acc_blk            scale-d 0 on the first: a fresh fp32 block sum
+          commit; read the thread's two row scales from the stage
+          wgmma.wait_group 0; syncwarp -> consumer_release(st)   free once its mmas and scale reads are done
+          acc += acc_blk * (sa[row, kb] * sb_k)            the promotion, in fp32 registers (FFMA)
+          after the last k-block: D = bf16(acc), stored straight from registers, predicated on row < M
+
+**Why promote every 128 of K.** The tensor core's FP8 accumulation keeps fewer bits than fp32 (about 13-14
+measured by DeepSeek); summed over all of K the error would grow with K. Each k-block's sum covers 128
+products only (4 wgmma of 32), then goes into a true fp32 accumulator, scaled: the error stays bounded by
+that of one 128-long block. Waiting for every k-block's mmas (wait_group 0) idles this warpgroup's share of
+the tensor core during its promotion; the other consumer warpgroup's mmas fill it (DeepGEMM's schedule).
+
+**Edges.** Any M >= 1: TMA zero-fills A's and sa's rows past M (zeros add nothing), every box still
+delivers its full bytes (the expected tx-count is constant) and the stores are predicated. N and K are
+multiples of 128 (``fp8_gemm`` checks it): no partial n-tile or k-block.
+
+**Registers.** acc (total) and acc_blk: BN / 2 fp32 each, 128 per thread at BN = 128, plus addressing,
+within the consumers' 232. Launch bounds (384, 1): 168 at launch; 128 x 40 + 256 x 232 = 64512 <= 65536.
+"""
+
+from __future__ import annotations
+
+from numba import cuda, float32, uint8, uint64
+
+from .. import ptx
+from ..constants import BULK_SMEM_ALIGN_TENSOR
+from ..pipeline import (advance, consumer_release, consumer_wait, pipeline_init, pipeline_state, producer_acquire,
+                        producer_commit)
+from ..ptx import wgmma as W
+from .unroll import unroll, unrolled
+
+# ---- the tile ------------------------------------------------------------------------------------------
+BM = 2 * W.WGMMA_M                  # rows of D per CTA: two consumer warpgroups of 64
+BK = W.SWIZZLE_128B_ROW_BYTES       # 128 one-byte e4m3 = one 128-byte swizzle row = one scale block of K
+SCALE_BLOCK = 128                   # sa: 1 x 128 blocks; sb: 128 x 128 blocks (DeepGEMM's granularity)
+K_STEPS = BK // W.WGMMA_K_8BIT      # 4 k32 wgmma per k-block
+BLOCK_NS = (128,)                   # BN: one sb value per k-block per tile (BN = sb's block); 256 would need
+                                    # 2 x 128 accumulators per thread beside the addressing: over 232
+ELEM_BYTES = 1                      # e4m3
+SCALE_BYTES = 4                     # fp32 scales
+CONSUMERS = 2
+THREADS = (1 + CONSUMERS) * W.WARPGROUP_THREADS   # 384
+CONSUMER_WARPS = CONSUMERS * W.WARPGROUP_THREADS // 32
+LAUNCH_BOUNDS = (THREADS, 1)
+PRODUCER_REGS = 40
+CONSUMER_REGS = 232
+REGISTER_FILE = 65536
+SMEM_ALIGN = W.SWIZZLE_ATOM_BYTES["128B"]   # 128B-swizzled tiles start on 1024-byte boundaries
+BARRIER_BYTES = 8
+MIN_STAGES, MAX_STAGES = 2, 8
+DIM_MULTIPLE = SCALE_BLOCK          # N and K: multiples of 128 (edges are a later step)
+
+A_BYTES = BM * BK * ELEM_BYTES      # 16 KB
+SA_BYTES = BM * SCALE_BYTES         # 512: the k-block's scales of the tile's 128 rows
+
+assert CONSUMER_REGS * CONSUMERS * W.WARPGROUP_THREADS + PRODUCER_REGS * W.WARPGROUP_THREADS <= REGISTER_FILE
+assert BULK_SMEM_ALIGN_TENSOR <= SMEM_ALIGN and BK == SCALE_BLOCK
+
+
+def b_bytes(block_n: int) -> int:
+    return block_n * BK * ELEM_BYTES
+
+
+def stage_tx(block_n: int) -> int:
+    """The bytes TMA delivers into one stage: A, B and the 128 scales of A."""
+    return A_BYTES + b_bytes(block_n) + SA_BYTES
+
+
+def stage_bytes(block_n: int) -> int:
+    """One stage: A | B | sa, rounded up to 1024 bytes so that the next stage's A starts on a swizzle atom."""
+    return -(-stage_tx(block_n) // SMEM_ALIGN) * SMEM_ALIGN
+
+
+def shared_bytes(block_n: int, stages: int) -> int:
+    """Dynamic shared memory of a launch: the stages plus slack to align them to 1024 bytes."""
+    return stages * stage_bytes(block_n) + SMEM_ALIGN
+
+
+def block_shared_bytes(block_n: int, stages: int) -> int:
+    """Dynamic plus the static full/empty barriers."""
+    return shared_bytes(block_n, stages) + 2 * stages * BARRIER_BYTES
+
+
+def max_stages(block_n: int, smem_limit: int) -> int:
+    return min(MAX_STAGES, (smem_limit - SMEM_ALIGN) // (stage_bytes(block_n) + 2 * BARRIER_BYTES))
+
+
+# ------------------------------------------------------------------------------------------------
+# The kernel. Compile-time constants (unrolled): BN, N2 (BN / 2 accumulators), STAGES, MMA (the e4m3 wgmma of
+# N = BN), STAGE_BYTES, STAGE_TX, A_BYTES, B_BYTES.
+# Arguments: tensor maps of A (M x K e4m3 as uint8), B (N x K) and the scales of A (ceil(K/128) x M fp32
+# view); sb flat (ceil(N/128) x k_blocks); d: D's bf16 pairs as uint32, flat M x N / 2.
+# ------------------------------------------------------------------------------------------------
+@cuda.jit(device=True, inline="always")
+def next_tile(tile_m, tile_n, step, tiles_m):
+    """The tile ``step`` after (tile_m, tile_n) in M-fastest order, by subtraction: a division by the run-time
+    tiles_m would be a 64-bit division (a CALL) in the persistent loop."""
+    tile_m += step
+    while tile_m >= tiles_m:
+        tile_m -= tiles_m
+        tile_n += 1
+    return tile_m, tile_n
+
+
+def fp8_gemm_kernel(tma_a, tma_b, tma_sa, sb, d, M, N, K, tiles_m, tiles_n):
+    smem = cuda.shared.array(0, uint8)               # STAGES x (A | B | sa), aligned below
+    smem_f32 = cuda.shared.array(0, float32)         # the same dynamic shared memory, as fp32 (the scales)
+    full = cuda.shared.array(STAGES, uint64)
+    empty = cuda.shared.array(STAGES, uint64)
+    tid = cuda.threadIdx.x
+    wg = tid // 128                                  # warpgroup: 0 producer, 1..2 consumers
+    base = ptx.cvta_to_shared_u32(ptx.addr(smem, 0))
+    pad = (SMEM_ALIGN - (base & (SMEM_ALIGN - 1))) & (SMEM_ALIGN - 1)
+    k_blocks = K // BK
+
+    # ---- prologue: the ring's barriers, visible to TMA ---------------------------------------------
+    if tid == 0:
+        # full: the producer arrives once (plus the bytes); empty: each consumer warp releases once
+        pipeline_init(full, empty, STAGES, 1, CONSUMER_WARPS)
+    cuda.syncthreads()
+
+    if wg == 0:
+        # ---- producer warpgroup: gives its registers away, one thread issues every copy ----------
+        ptx.setmaxnreg_dec_sync_aligned_u32(PRODUCER_REGS)
+        if tid == 0:
+            ptx.fence_proxy_tensormap_generic_acquire_sys(ptx.addr(tma_a, 0))   # the host wrote the maps
+            ptx.fence_proxy_tensormap_generic_acquire_sys(ptx.addr(tma_b, 0))
+            ptx.fence_proxy_tensormap_generic_acquire_sys(ptx.addr(tma_sa, 0))
+            st = pipeline_state(0, 0)
+            tm, tn = next_tile(0, 0, cuda.blockIdx.x, tiles_m)
+            while tn < tiles_n:
+                m0 = tm * BM
+                n0 = tn * BN
+                for kb in range(k_blocks):
+                    producer_acquire(empty, st)
+                    producer_commit(full, st, STAGE_TX)              # A + B + sa of this k-block
+                    a_off = pad + st.stage * STAGE_BYTES
+                    bar = ptx.addr(full, st.stage)
+                    ptx.cp_async_bulk_tensor_2d_shared_global(ptx.addr(smem, a_off), ptx.addr(tma_a, 0),
+                                                              kb * BK, m0, bar)
+                    ptx.cp_async_bulk_tensor_2d_shared_global(ptx.addr(smem, a_off + A_BYTES), ptx.addr(tma_b, 0),
+                                                              kb * BK, n0, bar)
+                    # the scales: row kb of the K-block-major view, columns m0 .. m0 + 127 (zeros past M)
+                    ptx.cp_async_bulk_tensor_2d_shared_global(ptx.addr(smem, a_off + A_BYTES + B_BYTES),
+                                                              ptx.addr(tma_sa, 0), m0, kb, bar)
+                    st = advance(st, STAGES)
+                tm, tn = next_tile(tm, tn, cuda.gridDim.x, tiles_m)
+    else:
+        # ---- consumer warpgroups: take the registers, multiply, promote, store -------------------
+        ptx.setmaxnreg_inc_sync_aligned_u32(CONSUMER_REGS)
+        t = tid - 128 * wg                           # thread in the warpgroup
+        row_wg = (wg - 1) * W.WGMMA_M                # this warpgroup's 64 rows of the CTA's 128
+        row_t = row_wg + 16 * (t // 32) + (t % 32) // 4   # the thread's rows row_t and row_t + 8 (d_row_col)
+        lane0 = t % 32 == 0
+        acc = cuda.local.array(N2, float32)          # the promoted fp32 sums: registers (constant indices)
+        acc_blk = cuda.local.array(N2, float32)      # one k-block's wgmma sums
+        st = pipeline_state(0, 0)
+        tm, tn = next_tile(0, 0, cuda.blockIdx.x, tiles_m)
+        while tn < tiles_n:
+            for i in unroll(N2):
+                acc[i] = float32(0.0)
+            for kb in range(k_blocks):
+                sb_k = sb[tn * k_blocks + kb]        # BN = 128: one B scale per tile and k-block
+                consumer_wait(full, st)
+                a_addr = base + pad + st.stage * STAGE_BYTES + row_wg * W.SWIZZLE_128B_ROW_BYTES
+                b_addr = base + pad + st.stage * STAGE_BYTES + A_BYTES
+                ptx.wgmma_fence_sync_aligned()       # acc_blk was read by the last promotion
+                for s in unroll(K_STEPS):
+                    # K-major, 128B swizzle: the k32 step s starts 32 bytes further along each row
+                    a_desc = W.matrix_descriptor(a_addr + s * W.WGMMA_K_8BIT * ELEM_BYTES, W.K_MAJOR_128B_LBO,
+                                                 W.K_MAJOR_128B_SBO, W.SWIZZLE_128B, 0)
+                    b_desc = W.matrix_descriptor(b_addr + s * W.WGMMA_K_8BIT * ELEM_BYTES, W.K_MAJOR_128B_LBO,
+                                                 W.K_MAJOR_128B_SBO, W.SWIZZLE_128B, 0)
+                    # scale-d 0 on the first step: the block's sum starts from its first product
+                    MMA(ptx.addr(acc_blk, 0), a_desc, b_desc, 0 if s == 0 else 1)
+                ptx.wgmma_commit_group_sync_aligned()
+                sa_word = (pad + st.stage * STAGE_BYTES + A_BYTES + B_BYTES) // SCALE_BYTES + row_t
+                s0 = smem_f32[sa_word] * sb_k        # the scale of rows row_t and row_t + 8
+                s1 = smem_f32[sa_word + 8] * sb_k
+                ptx.wgmma_wait_group_sync_aligned(0)  # this k-block's mmas are done ...
+                cuda.syncwarp()                      # ... and every lane's scale reads, before lane 0's release
+                if lane0:
+                    consumer_release(empty, st, 1)   # ... so the slot goes back
+                st = advance(st, STAGES)
+                # ---- promotion: acc[4 j + 2 h + e] is row row_t + 8 h (d_row_col)
+                for i in unroll(N2):
+                    if (i >> 1) & 1:
+                        acc[i] += acc_blk[i] * s1
+                    else:
+                        acc[i] += acc_blk[i] * s0
+
+            # ---- epilogue: the warpgroup's 64 x BN of D, bf16 pairs straight from registers, rows < M
+            # (columns n0 + 8 j + 2 q and + 1 are the word (n0 + 8 j + 2 q) / 2 of the row's N / 2)
+            for h in unroll(2):
+                r = tm * BM + row_t + 8 * h
+                if r < M:                            # the columns are < N: N is a multiple of BN
+                    word = r * (N >> 1) + ((tn * BN) >> 1) + t % 4
+                    for j in unroll(BN // 8):
+                        d[word + 4 * j] = ptx.cvt_rn_bf16x2_f32(acc[4 * j + 2 * h + 1], acc[4 * j + 2 * h])
+            tm, tn = next_tile(tm, tn, cuda.gridDim.x, tiles_m)
+
+
+# ------------------------------------------------------------------------------------------------
+# Configurations and compilation
+# ------------------------------------------------------------------------------------------------
+def kernel_constants(block_n=128, stages=6) -> dict:
+    """The compile-time constants of one configuration (what ``unrolled`` substitutes)."""
+    assert block_n in BLOCK_NS, block_n
+    mma = getattr(ptx, f"wgmma_mma_async_sync_aligned_m64n{block_n}k32_f32_e4m3_e4m3_ss")
+    return dict(BN=block_n, N2=W.accumulators(block_n), STAGES=stages, MMA=mma, STAGE_BYTES=stage_bytes(block_n),
+                STAGE_TX=stage_tx(block_n), A_BYTES=A_BYTES, B_BYTES=b_bytes(block_n), SMEM_ALIGN=SMEM_ALIGN)
+
+
+def make_kernel(**config):
+    """The kernel's Python function for one configuration (``kernel_constants``' arguments), unrolled."""
+    return unrolled(fp8_gemm_kernel, **kernel_constants(**config))
+
+
+def kernel_argtypes():
+    """numba argument types: three tensor maps (A, B, A's scales), sb (float32, flat), D (uint32 bf16 pairs,
+    flat), M, N, K, tiles_m, tiles_n."""
+    from numba import types
+
+    from ..ptx.tensor_map_type import tensormap
+
+    return (tensormap, tensormap, tensormap, types.float32[::1], types.uint32[::1], types.int32, types.int32,
+            types.int32, types.int32, types.int32)
+
+
+__all__ = ["BM", "BK", "BLOCK_NS", "THREADS", "LAUNCH_BOUNDS", "make_kernel", "kernel_argtypes", "kernel_constants",
+           "stage_bytes", "stage_tx", "shared_bytes", "block_shared_bytes", "max_stages"]

@@ -1,0 +1,131 @@
+"""The block-scaled FP8 GEMM and its quantizer on the simulator, through their unchanged host functions, at
+sizes a CPU simulates in seconds: the TMA producer (A, B and A's scales into each stage), the 128B-swizzled
+ring, setmaxnreg, both consumer warpgroups' k32 e4m3 wgmma chains with a fresh block accumulator per k-block,
+the promotion with sa * sb, persistent tiles and M's edge (TMA zero fill, predicated stores), checked against
+the float64 reference of the dequantized operands. Every protocol check is on (the default, ``all``).
+
+The simulator's FP8 wgmma sums each k32 step exactly and rounds to fp32 once, so it does not model the
+tensor core's narrower accumulator: the bound asserted is the GPU tests' (``fp8_gemm.error_bound``)."""
+
+import numpy as np
+import pytest
+from numba import cuda
+
+import asyncpipe.host
+from asyncpipe import sim
+from asyncpipe.bf16 import bf16_bits, bf16_to_float32
+from asyncpipe.kernels import fp8_gemm as G
+from asyncpipe.kernels import fp8_quant as Q
+from asyncpipe.sim.device import sim_device_info
+
+pytestmark = pytest.mark.sim
+
+
+@pytest.fixture(autouse=True)
+def simulated_device(monkeypatch):
+    monkeypatch.setattr(asyncpipe.host, "device_info", lambda api="device_info": sim_device_info())
+
+
+def run(rng, m, n, k, stages, gemm=None):
+    a, sa, b, sb = G.random_operands(rng, m, n, k)
+    d = cuda.to_device(np.full((m, n), 0x7FC0, np.uint16))          # NaN: every element must be written
+    (gemm or G.fp8_gemm)(cuda.to_device(a), G.to_device_scales(sa), cuda.to_device(b), cuda.to_device(sb), d,
+                         stages=stages)
+    return bf16_to_float32(d.copy_to_host()).astype(np.float64), a, sa, b, sb
+
+
+@pytest.mark.parametrize("m, n, k, stages", [
+    (1, 128, 256, 2),       # inference's M: one row, 127 zero-filled; two k-blocks through two stages
+    (130, 256, 256, 2),     # two M tiles (the second 2 rows deep), two N tiles: 4 tiles on 4 simulated SMs
+])
+def test_fp8_gemm_matches_float64(m, n, k, stages, rng):
+    got, a, sa, b, sb = run(rng, m, n, k, stages)
+    err = np.abs(got - G.reference(a, sa, b, sb))
+    assert np.all(err <= G.error_bound(a, sa, b, sb)), err.max()
+
+
+def test_fp8_gemm_persistent_on_one_sm(rng):
+    """One CTA walks both tiles: the ring's phases carry over from the first tile to the second, and the
+    accumulators restart from zero."""
+    with sim.settings(sms=1, seed=3, switch=0.3):
+        got, a, sa, b, sb = run(rng, 130, 128, 384, 2)
+    assert np.all(np.abs(got - G.reference(a, sa, b, sb)) <= G.error_bound(a, sa, b, sb))
+
+
+def test_quantized_bf16_through_the_gemm(rng):
+    """bf16 activations with an outlier per row -> quantize_fp8_rowwise_blocks (bit-exact against its
+    reference) -> fp8_gemm with a block-quantized B: within the bound of the dequantized product."""
+    m, n, k = 3, 128, 256
+    x = rng.standard_normal((m, k)).astype(np.float32)
+    x[np.arange(m), rng.integers(0, k, m)] *= 300.0
+    x[0, :128] = 0.0                                                  # a zero block: its scale is the floor's
+    bits = bf16_bits(x)
+    q, sa = Q.quantize_fp8_rowwise_blocks(cuda.to_device(bits))
+    codes, scales = Q.quantize_reference(bits)
+    np.testing.assert_array_equal(q.copy_to_host(), codes)
+    np.testing.assert_array_equal(sa.copy_to_host(), scales)
+    b, sb = G.quantize_b_reference(rng.standard_normal((n, k)).astype(np.float32))
+    d = G.fp8_gemm(q, sa, cuda.to_device(b), cuda.to_device(sb), stages=2)
+    got = bf16_to_float32(d.copy_to_host()).astype(np.float64)
+    assert np.all(np.abs(got - G.reference(codes, scales, b, sb)) <= G.error_bound(codes, scales, b, sb))
+
+
+@pytest.mark.parametrize("m, k", [(9, 272), (1, 16), (4, 640)])
+def test_quantizer_bit_exact(m, k, rng):
+    """ld = M rounded up to 4 (9 -> 12), a partial last block (272 = 2 x 128 + 16), a row shorter than a block,
+    a warp's full 512 columns and one more group; large and tiny magnitudes."""
+    x = (rng.standard_normal((m, k)) * np.exp2(rng.integers(-60, 60, (m, 1)))).astype(np.float32)
+    bits = bf16_bits(x)
+    q, sa = Q.quantize_fp8_rowwise_blocks(cuda.to_device(bits))
+    codes, scales = Q.quantize_reference(bits)
+    assert sa.shape == (m, Q.k_blocks(k)) and sa.strides[0] == 4 and (Q.k_blocks(k) == 1 or
+                                                                       sa.strides[1] == 4 * Q.scale_ld(m))
+    np.testing.assert_array_equal(q.copy_to_host(), codes)
+    np.testing.assert_array_equal(sa.copy_to_host(), scales)
+
+
+def broken_kernel(tmp_path, old, new):
+    """``asyncpipe.kernels.fp8_gemm_kernel`` with one line of its kernel changed, run as a module of the
+    package (its relative imports resolve) from a file (``unrolled`` reads the kernel's source)."""
+    import types
+    from pathlib import Path
+
+    from asyncpipe.kernels import fp8_gemm_kernel as FK
+
+    src = Path(FK.__file__).read_text()
+    assert old in src
+    path = tmp_path / "broken_fp8_gemm_kernel.py"
+    path.write_text(src.replace(old, new))
+    mod = types.ModuleType("asyncpipe.kernels.broken_fp8_gemm_kernel")
+    mod.__package__, mod.__file__ = "asyncpipe.kernels", str(path)
+    exec(compile(path.read_text(), str(path), "exec"), mod.__dict__)
+    return mod
+
+
+@pytest.fixture
+def broken(monkeypatch, tmp_path):
+    """``fp8_gemm`` compiling a broken copy of the kernel (its jit cache emptied before and after)."""
+    def make(old, new):
+        monkeypatch.setattr(G, "FK", broken_kernel(tmp_path, old, new))
+        G._jit.cache_clear()
+    yield make
+    G._jit.cache_clear()
+
+
+def test_release_before_every_lane_read_its_scales_is_caught(broken, rng):
+    """Lane 0's arrival on the empty barrier releases only what lane 0 did: without the syncwarp the
+    producer's next TMA into the stage races with the other lanes' reads of the scales."""
+    broken("                cuda.syncwarp()                      # ... and every lane's scale reads",
+           "                pass  #")
+    with pytest.raises(sim.SharedMemoryRaceError, match=r"(?s)cp_async_bulk_tensor_2d_shared_global.*an earlier "
+                       r"read by thread.*smem_f32\["):
+        run(rng, 1, 128, 512, 2)
+
+
+def test_fresh_block_accumulator_is_what_promotion_needs(broken, rng):
+    """scale-d 1 on every step keeps the previous k-block's sum in acc_blk: promoted again, it is counted
+    twice (the simulator computes the wrong answer the GPU would)."""
+    broken("MMA(ptx.addr(acc_blk, 0), a_desc, b_desc, 0 if s == 0 else 1)", "MMA(ptx.addr(acc_blk, 0), a_desc, "
+           "b_desc, 1)")
+    got, a, sa, b, sb = run(rng, 1, 128, 256, 2)
+    assert not np.all(np.abs(got - G.reference(a, sa, b, sb)) <= G.error_bound(a, sa, b, sb))
