@@ -145,8 +145,9 @@ def calibrate(spec, problem, compiled, launches, measured_ms: dict, lim, base: C
 
 
 def argtypes_of(args) -> tuple:
-    """numba types of a launch's arguments (host arrays type as the device arrays they become)."""
-    from numba import typeof
+    """numba types of a launch's arguments (host arrays type as the device arrays they become), by numba-cuda's
+    typeof as its launch types them (asyncpipe's TensorMap is registered there, not with numba's core typeof)."""
+    from numba.cuda.typing.typeof import typeof
 
     return tuple(typeof(a) for a in args)
 
