@@ -78,7 +78,7 @@ def check_fp8_gemm(a_shape, a_dtype, sa_shape, sa_strides, sa_dtype, b_shape, b_
           "TMA-aligned transposed layout, what quantize_fp8_rowwise_blocks returns)",
           f"strides {tuple(sa_strides)} for shape {tuple(sa_shape)}", _SRC_TMA)
     for name in ("A", "B", "sb", "D"):
-        check(contiguous[name], API, f"{name} must be C-contiguous (row-major, unit stride)", f"{name} is strided")
+        check(contiguous[name], API, f"{name} must be C-contiguous (row-major, unit stride)", f"a strided {name}")
     for name, align in (("A", TMA_ALIGN), ("B", TMA_ALIGN), ("sa", TMA_ALIGN), ("sb", SCALE_ITEM), ("D", 4)):
         addr = addresses[name]
         check(addr % align == 0, API, f"{name} must start on a {align}-byte boundary" +

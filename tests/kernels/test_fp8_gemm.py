@@ -1,0 +1,342 @@
+"""The block-scaled FP8 GEMM and its quantizer: host checks and references (no GPU), SASS offline, the GPU.
+
+The GPU tolerance (``fp8_gemm.error_bound``) is an assumption until measured on the H200: per element
+|D - ref| <= 2^-8 |ref| (bf16 output rounding, twice its half ulp) + 4 * 2^-13 * (|A| |B|^T) (the FP8 wgmma
+accumulator keeps about 13 bits, DeepSeek's measurement; four k32 additions per 128-block, each off by at most
+2^-13 of the block's absolute sum, and the promoted fp32 sums add 2^-24 per block, negligible). Without the
+promotion every 128 of K the second term would grow with K/128: the K = 7168 case checks it does not.
+"""
+
+import re
+
+import numpy as np
+import pytest
+from numba import cuda
+
+from asyncpipe.bf16 import bf16_bits, bf16_to_float32
+from asyncpipe.codegen import compile_kernel
+from asyncpipe.errors import AsyncpipeError, UnsupportedDeviceError
+from asyncpipe.formats.minifloat import E4M3, decode
+from asyncpipe.kernels import fp8_gemm as G
+from asyncpipe.kernels import fp8_gemm_kernel as FK
+from asyncpipe.kernels import fp8_quant as Q
+from asyncpipe.kernels.fp8_gemm import check_fp8_gemm, fp8_gemm
+from asyncpipe.kernels.fp8_quant import check_quantize, quantize_fp8_rowwise_blocks, quantize_reference
+
+H200_SMEM = 227 * 1024          # shared memory per block after opt-in on the H200 (docs/FACTS.md)
+_STRIDED = ("fp8_gemm: sa must be stored K-block-major: strides (1, ld) elements with ld >= M a multiple of 4 "
+            "(DeepGEMM's TMA-aligned transposed layout, what quantize_fp8_rowwise_blocks returns) "
+            "[cuTensorMapEncodeTiled], got ")
+_E4M3_RULE = "must hold float8 e4m3 (torch.float8_e4m3fn, or its codes in a uint8 array) [PTX ISA, wgmma.mma_async]"
+_EDGES = "must be a positive multiple of 128 (the scale blocks; partial tiles are not handled yet)"
+
+
+# ---------------------------------------------------------------------------------------------
+# Host: every rule, each message
+# ---------------------------------------------------------------------------------------------
+def check(a=(200, 512), ad="uint8", sa=(200, 4), sas=(1, 200), sad="float32", b=(384, 512), bd="uint8",
+          sb=(3, 4), sbd="float32", d=(200, 384), dd="uint16", contiguous=None, addresses=None, stages=6,
+          block_n=128, smem_limit=H200_SMEM):
+    c = {**dict(A=True, B=True, sb=True, D=True), **(contiguous or {})}
+    at = {**dict(A=0x1000, B=0x2000, sa=0x3000, sb=0x4000, D=0x5000), **(addresses or {})}
+    return check_fp8_gemm(a, ad, sa, sas, sad, b, bd, sb, sbd, d, dd, contiguous=c, addresses=at, stages=stages,
+                          block_n=block_n, smem_limit=smem_limit)
+
+
+def test_check_accepts_and_reports():
+    assert check() == (200, 384, 512, 200)
+    assert check(ad="float8_e4m3fn", bd="float8_e4m3fn", dd="bfloat16") == (200, 384, 512, 200)
+    assert check(sas=(1, 204)) == (200, 384, 512, 204)                  # a wider pitch is fine
+    # M = 1 and one k-block: the strides of the size-1 dimensions do not matter; ld is then M rounded to 4
+    assert check(a=(1, 128), sa=(1, 1), sas=(7, 9), b=(128, 128), sb=(1, 1), d=(1, 128), stages=2) == (1, 128, 128, 4)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(a=(4, 8, 8)), "fp8_gemm: A must be 2-D, got 3-D of shape (4, 8, 8)"),
+    (dict(ad="float8_e5m2"), f"fp8_gemm: A {_E4M3_RULE}, got float8_e5m2"),
+    (dict(bd="int8"), f"fp8_gemm: B {_E4M3_RULE}, got int8"),
+    (dict(sad="float64"), "fp8_gemm: sa must be float32, got float64"),
+    (dict(sbd="float16"), "fp8_gemm: sb must be float32, got float16"),
+    (dict(dd="float32"), "fp8_gemm: D must hold bfloat16 (torch.bfloat16, or its bits in a uint16/int16 array), "
+                         "got float32"),
+    (dict(a=(0, 512), sa=(0, 4), d=(0, 384)), "fp8_gemm: M (A's rows) must be at least 1, got 0"),
+    (dict(b=(384, 256)), "fp8_gemm: B (N x K, K-major) must have K = A.shape[1] columns, got A (200, 512), "
+                         "B (384, 256)"),
+    (dict(b=(300, 512), d=(200, 300)), f"fp8_gemm: N {_EDGES}, got N = 300"),
+    (dict(a=(200, 500), b=(384, 500)), f"fp8_gemm: K {_EDGES}, got K = 500"),
+    (dict(sa=(4, 200)), "fp8_gemm: sa must be M x K/128 (one scale per 1 x 128 block of A), got sa (4, 200) for "
+                        "M = 200, K = 512"),
+    (dict(sb=(4, 3)), "fp8_gemm: sb must be N/128 x K/128 (one scale per 128 x 128 block of B), got sb (4, 3) for "
+                      "N = 384, K = 512"),
+    (dict(d=(200, 385)), "fp8_gemm: D must be M x N, got D (200, 385) for M = 200, N = 384"),
+    (dict(sas=(4, 1)), _STRIDED + "strides (4, 1) for shape (200, 4)"),         # row-major sa: refused
+    (dict(sas=(1, 202)), _STRIDED + "strides (1, 202) for shape (200, 4)"),     # pitch not 16 bytes
+    (dict(sas=(1, 100)), _STRIDED + "strides (1, 100) for shape (200, 4)"),     # overlapping k-blocks
+    (dict(contiguous=dict(B=False)), "fp8_gemm: B must be C-contiguous (row-major, unit stride), got a strided B"),
+    (dict(addresses=dict(A=0x1008)), "fp8_gemm: A must start on a 16-byte boundary (TMA's global address rule) "
+                                     "[cuTensorMapEncodeTiled], got address 0x1008 (8 bytes past one)"),
+    (dict(addresses=dict(sa=0x3004)), "fp8_gemm: sa must start on a 16-byte boundary (TMA's global address rule) "
+                                      "[cuTensorMapEncodeTiled], got address 0x3004 (4 bytes past one)"),
+    (dict(addresses=dict(D=0x5002)), "fp8_gemm: D must start on a 4-byte boundary, got address 0x5002 (2 bytes past "
+                                     "one)"),
+    (dict(block_n=256), "fp8_gemm: block_n must be one of (128,) (one sb value per tile and k-block), got 256"),
+    (dict(stages=1), "fp8_gemm: stages must be an integer in 2..8, got 1"),
+    (dict(stages=6.0), "fp8_gemm: stages must be an integer in 2..8, got 6.0"),
+    (dict(stages=7), "fp8_gemm: stages x (stage bytes + 2 barriers) + 1024 alignment slack must fit the 232448 bytes "
+                     "of shared memory per block [CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN], got 7 x "
+                     "(33792 + 16) + 1024 = 237680 bytes (at most 6 stages fit)"),
+])
+def test_check_messages(kwargs, message):
+    with pytest.raises(AsyncpipeError) as e:
+        check(**kwargs)
+    assert str(e.value) == message
+
+
+def test_old_gpu_is_refused_by_name():
+    from asyncpipe.spec.device import DeviceInfo, check_cc
+
+    a100 = DeviceInfo("NVIDIA A100", (8, 0), 108, 1024, (1024, 1024, 64), (2**31 - 1, 65535, 65535), 49152,
+                      166912, 167936, False)
+    with pytest.raises(UnsupportedDeviceError, match=r"fp8_gemm: needs compute capability 9.0 \(FP8 wgmma, TMA: "
+                       r"sm_90a\) \[.*\], got NVIDIA A100 \(compute capability 8.0\)"):
+        check_cc(a100, G.API, (9, 0), "needs compute capability 9.0 (FP8 wgmma, TMA: sm_90a)")
+
+
+def test_host_arrays_are_refused_before_the_gpu_is_asked():
+    z8, z32 = np.zeros((128, 128), np.uint8), np.ones((1, 1), np.float32)
+    with pytest.raises(AsyncpipeError) as e:
+        fp8_gemm(z8, z32, z8, z32)
+    assert str(e.value).startswith("fp8_gemm: A must be a CUDA device array (numba, CuPy, PyTorch), not host memory")
+    with pytest.raises(AsyncpipeError) as e:
+        quantize_fp8_rowwise_blocks(np.zeros((4, 32), np.uint16))
+    assert str(e.value).startswith("quantize_fp8_rowwise_blocks: x must be a CUDA device array")
+
+
+@pytest.mark.parametrize("args, message", [
+    (((4, 4, 4), "uint16", True, 0), "x must be 2-D (M x K), got 3-D of shape (4, 4, 4)"),
+    (((4, 32), "float32", True, 0), "x must hold bfloat16 (a torch bfloat16 tensor, or its bits in a uint16/int16 "
+                                    "array), got float32"),
+    (((0, 32), "uint16", True, 0), "M (x's rows) must be at least 1, got 0"),
+    (((4, 24), "uint16", True, 0), "K (x's columns) must be a positive multiple of 16 (each lane writes 16 codes in "
+                                   "one 16-byte store), got K = 24"),
+    (((4, 32), "uint16", False, 0), "x must be C-contiguous (row-major, unit stride), got shape (4, 32)"),
+    (((4, 32), "uint16", True, 8), "x must start on a 16-byte boundary (16-byte vector loads), got address 0x8 (8 "
+                                   "bytes past one)"),
+])
+def test_quantize_check_messages(args, message):
+    with pytest.raises(AsyncpipeError) as e:
+        check_quantize(*args)
+    assert str(e.value) == "quantize_fp8_rowwise_blocks: " + message
+    assert check_quantize((3, 272), "bfloat16", True, 0x100) == (3, 272)
+
+
+def test_stage_budget():
+    """A stage is A (16 KB) + B (16 KB) + 128 scales, rounded to 33 KB; six fit in 227 KB."""
+    assert FK.stage_tx(128) == 128 * 128 * 2 + 512 and FK.stage_bytes(128) == 33 * 1024
+    assert FK.max_stages(128, H200_SMEM) == 6 and FK.block_shared_bytes(128, 6) <= H200_SMEM
+    assert FK.PRODUCER_REGS * 128 + FK.CONSUMER_REGS * 256 <= FK.REGISTER_FILE
+
+
+# ---------------------------------------------------------------------------------------------
+# The references, on hand-worked values
+# ---------------------------------------------------------------------------------------------
+def test_quantize_reference_by_hand():
+    x = np.zeros((3, 144), np.float32)
+    x[0, :4] = [896.0, 3.0, -1.0, 0.0078125]   # amax 896: scale 2, inv 0.5 -> 448, 1.5, -0.5, 2^-8
+    x[0, 128:130] = [1.0, -0.25]               # a partial second block (16 columns): amax 1, scale 1/448
+    x[2, 7] = np.nan                           # a NaN block: NaN scale, NaN codes
+    codes, sa = quantize_reference(bf16_bits(x))
+    assert sa.dtype == np.float32 and sa.shape == (3, 2)
+    assert sa[0, 0] == 2.0 and sa[0, 1] == np.float32(1.0) / np.float32(448.0)
+    # 448 = S.1111.110 (0x7E), 1.5 = 0.0111.100 (0x3C), -0.5 = 1.0110.000 (0xB0), 2^-8 = 2^-9 * 2: subnormal 0x02
+    np.testing.assert_array_equal(codes[0, :4], [0x7E, 0x3C, 0xB0, 0x02])
+    assert codes[0, 128] == 0x7E and decode(codes[0, 129:130], E4M3)[0] == np.float32(-0.25 * 448.0 / 1.0)  # -112
+    # a zero block: the floor's scale, all codes 0 (+0)
+    assert sa[1, 0] == np.float32(Q.AMAX_FLOOR) / np.float32(448.0) and not codes[1].any()
+    assert np.isnan(sa[2, 0]) and np.all(codes[2, :128] == 0x7F) and sa[2, 1] == sa[1, 1]
+
+
+def test_dequantized_reference_product():
+    """reference = (decode(a) * sa) (decode(b) * sb)^T, the scales repeated over their blocks."""
+    rng = np.random.default_rng(1)
+    a, sa, b, sb = G.random_operands(rng, 3, 256, 256)
+    da = decode(a, E4M3).astype(np.float64)
+    db = decode(b, E4M3).astype(np.float64)
+    want = np.zeros((3, 256))
+    for i in range(3):
+        for j in range(256):
+            want[i, j] = sum(float(sa[i, kb]) * float(sb[j // 128, kb]) * (da[i, kb * 128:(kb + 1) * 128] @
+                                                             db[j, kb * 128:(kb + 1) * 128]) for kb in range(2))
+    np.testing.assert_allclose(G.reference(a, sa, b, sb), want, rtol=1e-12)
+    codes, sbq = G.quantize_b_reference(np.full((128, 128), 3.0, np.float32))
+    assert sbq[0, 0] == np.float32(3.0) / np.float32(448.0) and np.all(codes == 0x7E)
+
+
+# ---------------------------------------------------------------------------------------------
+# Offline SASS
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.sass
+def test_fp8_gemm_sass():
+    from tests.sass import assert_sass
+
+    cubin = assert_sass(FK.make_kernel(), FK.kernel_argtypes(), has=("UTMALDG.2D", "USETMAXREG", "QGMMA"),
+                        lacks=("CALL", "LDL", "STL"), launch_bounds=FK.LAUNCH_BOUNDS)
+    sass, ops = cubin.sass, cubin.opcodes
+    print(cubin.resources, "QGMMA:", sum(o.startswith("QGMMA") for o in ops), "FFMA:", ops.count("FFMA"))
+    # four k32 e4m3 wgmma per k-block, the first with scale-d 0 (no C input: "RZ, !UPT"), the last committed
+    q = [line for line in sass.splitlines() if re.search(r"\bQGMMA\.64x128x32\.F32\.E4M3\.E4M3\s", line)]
+    assert len(q) == FK.K_STEPS, "\n".join(q) or sass
+    assert "RZ, !UPT" in q[0] and not any("RZ, !UPT" in line for line in q[1:])
+    assert "gsb0" in q[-1]
+    assert re.search(r"WARPGROUP\.DEPBAR\.LE gsb0, 0x0", sass)
+    # A, B and A's scales: three TMA loads per k-block
+    assert ops.count("UTMALDG.2D") == 3
+    # the promotion: one FFMA per accumulator (64), the scales' product (2 FMUL), bf16 pairs out
+    assert ops.count("FFMA") == FK.W.accumulators(128)
+    assert ops.count("F2FP.BF16.F32.PACK_AB") == FK.W.accumulators(128) // 2
+    assert re.findall(r"USETMAXREG\.DEALLOC\.CTAPOOL (0x[0-9a-f]+)", sass) == [hex(FK.PRODUCER_REGS)]
+    assert re.findall(r"USETMAXREG\.TRY_ALLOC\.CTAPOOL UP\d, (0x[0-9a-f]+)", sass) == [hex(FK.CONSUMER_REGS)]
+    assert cubin.resources.registers == FK.REGISTER_FILE // FK.THREADS // 8 * 8 and cubin.resources.local == 0
+
+
+@pytest.mark.sass
+def test_quantizer_sass():
+    """Two 16-byte loads and one 16-byte store per lane, 8 conversions of two values, a 3-step shuffle reduction,
+    nothing in local memory. (The two fp32 divisions per block keep their FCHK slow path, a CALL.REL.)"""
+    from tests.sass import assert_sass
+
+    cubin = assert_sass(Q.quantize_kernel, Q.kernel_argtypes(), has=("SHFL.BFLY",), lacks=("LDL", "STL"))
+    ops = cubin.opcodes
+    print(cubin.resources)
+    assert ops.count("LDG.E.128") == 2 and ops.count("STG.E.128") == 1
+    assert sum(o.startswith("F2FP.SATFINITE.E4M3.F32") for o in ops) == 8
+    assert ops.count("SHFL.BFLY") in (3, 6)           # ptxas may duplicate them on the convergent and divergent paths
+
+
+# ---------------------------------------------------------------------------------------------
+# GPU
+# ---------------------------------------------------------------------------------------------
+def within_bound(got, a, sa, b, sb):
+    want = G.reference(a, sa, b, sb)
+    bound = G.error_bound(a, sa, b, sb)
+    err = np.abs(got - want)
+    worst = (err / bound).max()
+    print(f"max |err| {err.max():.4g}, max |err| / bound {worst:.3g}, max |err| / max |ref| "
+          f"{err.max() / np.abs(want).max():.3g}")
+    return worst <= 1.0
+
+
+def run_gpu(a, sa, b, sb, stages=None):
+    m, n = a.shape[0], b.shape[0]
+    d = cuda.to_device(np.full((m, n), 0x7FC0, np.uint16))          # NaN: every element must be written
+    fp8_gemm(cuda.to_device(a), G.to_device_scales(sa), cuda.to_device(b), cuda.to_device(sb), d, stages=stages)
+    got = bf16_to_float32(d.copy_to_host()).astype(np.float64)
+    assert not np.isnan(got).any()
+    return got
+
+
+SHAPES = [(1, 256, 512), (64, 384, 1024), (128, 128, 7168), (200, 640, 384), (1000, 2048, 1024), (4096, 1024, 2048)]
+
+
+@pytest.mark.gpu
+@pytest.mark.hopper
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_fp8_gemm_random_codes_gpu(shape, rng):
+    """Every e4m3 code but NaN, scales in [0.5, 2)."""
+    a, sa, b, sb = G.random_operands(rng, *shape)
+    assert within_bound(run_gpu(a, sa, b, sb), a, sa, b, sb)
+
+
+@pytest.mark.gpu
+@pytest.mark.hopper
+@pytest.mark.parametrize("outliers", [False, True])
+@pytest.mark.parametrize("shape", [(1, 128, 1024), (64, 256, 2048), (128, 512, 4096), (200, 256, 384)],
+                         ids=lambda s: "x".join(map(str, s)))
+def test_fp8_gemm_quantized_gpu(shape, outliers, rng):
+    """bf16 activations through quantize_fp8_rowwise_blocks (checked bit-exact), B block-quantized on the host;
+    with outliers: one entry per row of A 1000x larger and a few columns of B 100x (their blocks' scales absorb
+    them)."""
+    m, n, k = shape
+    x = rng.standard_normal((m, k)).astype(np.float32)
+    y = rng.standard_normal((n, k)).astype(np.float32)
+    if outliers:
+        x[np.arange(m), rng.integers(0, k, m)] *= 1000.0
+        y[:, rng.integers(0, k, 3)] *= 100.0
+    bits = bf16_bits(x)
+    q, sa = quantize_fp8_rowwise_blocks(cuda.to_device(bits))
+    codes, scales = quantize_reference(bits)
+    np.testing.assert_array_equal(q.copy_to_host(), codes)
+    np.testing.assert_array_equal(sa.copy_to_host(), scales)
+    b, sb = G.quantize_b_reference(y)
+    d = fp8_gemm(q, sa, cuda.to_device(b), cuda.to_device(sb))
+    assert within_bound(bf16_to_float32(d.copy_to_host()).astype(np.float64), codes, scales, b, sb)
+
+
+@pytest.mark.gpu
+@pytest.mark.hopper
+@pytest.mark.parametrize("stages", [2, 4])
+def test_fp8_gemm_stages_gpu(stages, rng):
+    a, sa, b, sb = G.random_operands(rng, 300, 512, 1536)
+    assert within_bound(run_gpu(a, sa, b, sb, stages), a, sa, b, sb)
+
+
+@pytest.mark.gpu
+@pytest.mark.hopper
+@pytest.mark.parametrize("shape", [(1, 16), (9, 272), (64, 7168), (200, 512), (4096, 2048), (513, 1040)],
+                         ids=lambda s: "x".join(map(str, s)))
+def test_quantizer_bit_exact_gpu(shape, rng):
+    """Codes and scales bit for bit against quantize_reference: wide magnitudes per row, zero blocks, outliers."""
+    m, k = shape
+    x = (rng.standard_normal((m, k)) * np.exp2(rng.integers(-40, 40, (m, 1)))).astype(np.float32)
+    x[rng.random((m, k)) < 0.01] *= 1e4
+    x[::3, :min(k, 128)] = 0.0
+    bits = bf16_bits(x)
+    q, sa = quantize_fp8_rowwise_blocks(cuda.to_device(bits))
+    codes, scales = quantize_reference(bits)
+    np.testing.assert_array_equal(q.copy_to_host(), codes)
+    np.testing.assert_array_equal(sa.copy_to_host(), scales)
+
+
+@pytest.mark.gpu
+@pytest.mark.hopper
+def test_quantizer_nan_and_inf_gpu():
+    """A NaN makes its block's scale NaN and its codes NaN (0x7F, or 0xFF should the GPU keep a sign); an
+    infinity makes the scale infinite and the other codes zero."""
+    x = np.ones((2, 256), np.float32)
+    x[0, 3] = np.nan
+    x[1, 200] = np.inf
+    q, sa = quantize_fp8_rowwise_blocks(cuda.to_device(bf16_bits(x)))
+    q, sa = q.copy_to_host(), sa.copy_to_host()
+    assert np.isnan(sa[0, 0]) and np.all((q[0, :128] & 0x7F) == 0x7F)
+    assert np.isinf(sa[1, 1]) and (q[1, 200] & 0x7F) == 0x7F and not q[1, 128:200].any()
+    codes, scales = quantize_reference(bf16_bits(x))            # the finite blocks: as ever
+    np.testing.assert_array_equal([q[0, 128:], q[1, :128]], [codes[0, 128:], codes[1, :128]])
+    assert sa[0, 1] == scales[0, 1] and sa[1, 0] == scales[1, 0]
+
+
+@pytest.mark.gpu
+@pytest.mark.hopper
+def test_fp8_gemm_from_torch_gpu(rng):
+    """torch in, torch out: a bf16 tensor quantized (float8_e4m3fn codes, K-block-major scales), B as float8_e4m3fn,
+    D a new bf16 tensor."""
+    torch = pytest.importorskip("torch")
+    m, n, k = 72, 256, 512
+    x = torch.randn(m, k, dtype=torch.bfloat16, device="cuda")
+    q, sa = quantize_fp8_rowwise_blocks(x)
+    assert q.dtype == torch.float8_e4m3fn and sa.shape == (m, k // 128) and sa.stride() == (1, Q.scale_ld(m))
+    b, sb = G.quantize_b_reference(rng.standard_normal((n, k)).astype(np.float32))
+    d = fp8_gemm(q, sa, torch.from_numpy(b).cuda().view(torch.float8_e4m3fn), torch.from_numpy(sb).cuda())
+    assert d.dtype == torch.bfloat16 and tuple(d.shape) == (m, n)
+    codes, scales = q.view(torch.uint8).cpu().numpy(), sa.cpu().numpy()
+    want_codes, want_scales = quantize_reference(x.view(torch.int16).cpu().numpy())
+    np.testing.assert_array_equal(codes, want_codes)
+    np.testing.assert_array_equal(scales, want_scales)
+    assert within_bound(d.float().cpu().numpy().astype(np.float64), codes, scales, b, sb)
+
+
+@pytest.mark.gpu
+@pytest.mark.hopper
+def test_benchmark_record_gpu():
+    record = G.benchmark(256, 512, 1024, reps=3)
+    assert "fp8" in record["kernel"] and "gemm" in record["kernel"] and record["tflops"] > 0
+    print(record)
