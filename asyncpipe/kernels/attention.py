@@ -106,7 +106,7 @@ def attention(q, k, v, *, causal=False, softmax_scale=None, out=None, lse=None, 
     ``softmax_scale``: default 1 / sqrt(head_dim). ``out``, ``lse``: arrays to write (q's shape and type;
     (batch, heads, seqlen_q) float32), allocated when None (torch tensors for torch inputs). ``dtype``:
     "bfloat16" for 16-bit integer arrays (the default). ``stream``: a numba or cuda.core stream.
-    ``stages``: K/V blocks in flight (default: the pick of ``attention_tune.attention_tuner(...).tune(problem)``
+    ``stages``: K/V blocks in flight (default: the pick of ``asyncpipe.tune.attention.attention_tuner(...).tune(problem)``
     for this problem on this GPU when it was tuned, else ``attention_kernel.default_stages``: the most that fit).
     ``pingpong``, ``overlap``: False switches off one of FlashAttention-3's overlaps (for its ablation).
     """
@@ -149,7 +149,7 @@ def launch_parts(q, k, v, out, lse, causal=False, softmax_scale=None, dtype=None
                  overlap=True) -> dict:
     """Everything one launch needs, every rule checked first: ``kernel``, ``grid``, ``block``, ``args`` (the
     tensor maps of q, k, v, out and the scalars), ``shared`` (dynamic shared memory) and ``problem`` (batch,
-    seqlen_q, seqlen_k, heads, heads_kv). ``stages=None``: the pick of ``attention_tune`` for this problem on this
+    seqlen_q, seqlen_k, heads, heads_kv). ``stages=None``: the pick of ``asyncpipe.tune.attention`` for this problem on this
     GPU when it was tuned, else ``attention_kernel.default_stages``. ``attention`` and its tuner both launch
     through it."""
     from ..host import device_info
@@ -163,10 +163,11 @@ def launch_parts(q, k, v, out, lse, causal=False, softmax_scale=None, dtype=None
                                                (qa, ka, va, oa)], causal=causal,
                                                smem_limit=info.max_shared_per_block_optin, stages=stages)
     problem = (B, Sq, Sk, H, Hkv)
-    if stages is None:
-        from .attention_tune import tuned_stages
+    if stages is None:                           # the tuner's pick (asyncpipe.tune registers it), else the default
+        from . import options
 
-        stages = tuned_stages(D, bool(causal), ab, problem) or AK.default_stages(D)
+        picked = options.choose("attention", problem, dict(head_dim=D, causal=bool(causal), ab=ab))
+        stages = picked["stages"] if picked else AK.default_stages(D)
     stages = int(stages)
     check(tuple(oa.shape) == tuple(qa.shape) and ot == qt, API, "out must have q's shape and element type",
           f"out {tuple(oa.shape)} {ot}, q {tuple(qa.shape)} {qt}")

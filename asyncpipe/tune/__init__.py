@@ -66,10 +66,18 @@ def _sgemm_options(problem, given):
     return {**c.kw, "stages": c.stages} if c else None
 
 
+def _attention_options(problem, given):
+    """``asyncpipe.kernels.options`` source for ``attention``: its cached stage count (``tune.attention``)."""
+    from .attention import attention_options
+
+    return attention_options(problem, given)
+
+
 def _register() -> None:
     from ..kernels import options
 
     options.register("sgemm", _sgemm_options)
+    options.register("attention", _attention_options)
 
 
 _register()

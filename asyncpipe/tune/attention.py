@@ -1,7 +1,7 @@
 """``attention`` through asyncpipe's tuner: one ``KernelSpec`` per (head dim, causal, element type), searching the
 K/V ring's depth (``stages``) like any user's kernel::
 
-    from asyncpipe.kernels.attention_tune import attention_tuner
+    from asyncpipe.tune.attention import attention_tuner
     res = attention_tuner(128, causal=False).tune({"batch": 4, "seqlen_q": 4096, "seqlen_k": 4096,
                                                    "heads": 16, "heads_kv": 16})
     print(res.table())                  # predicted beside measured; the pick is cached for this GPU
@@ -20,7 +20,7 @@ import math
 
 import numpy as np
 
-from . import attention_kernel as AK
+from ..kernels import attention_kernel as AK
 
 PROBLEM = ("batch", "seqlen_q", "seqlen_k", "heads", "heads_kv")
 SMEM_OPTIN = 232448              # the H100/H200's opt-in shared memory per block (227 KB)
@@ -64,11 +64,11 @@ def attention_tuner(head_dim: int = 128, causal: bool = False, dtype: str = "bfl
     """The ``TunedKernel`` of attention's kernel for one head dim, masking and element type ("bfloat16" or
     "float16"); its problem is ``PROBLEM``, its space the stage counts that fit."""
     from ..errors import check
-    from ..tune import KernelSpec, Launch, MbarrierRingPipeline, TunedKernel
-    from ..tune.kernels import source_hash
-    from . import attention as attention_module
-    from .attention import API, _jit, launch_parts, reference
-    from .attention_bench import attention_flops
+    from ..kernels import attention as attention_module
+    from ..kernels.attention import API, _jit, launch_parts, reference
+    from ..kernels.attention_bench import attention_flops
+    from .kernels import source_hash
+    from .spec import KernelSpec, Launch, MbarrierRingPipeline, TunedKernel
 
     check(head_dim in AK.HEAD_DIMS, API, f"head_dim must be one of {AK.HEAD_DIMS}", repr(head_dim))
     check(dtype in _AB, API, "dtype must be 'bfloat16' or 'float16'", repr(dtype))
@@ -105,13 +105,20 @@ def attention_tuner(head_dim: int = 128, causal: bool = False, dtype: str = "bfl
     return TunedKernel(spec)
 
 
+def attention_options(problem, given) -> dict | None:
+    """``asyncpipe.kernels.options`` source for ``attention`` (registered by ``asyncpipe.tune``): ``{"stages": n}``
+    of the cached pick for ``problem`` (``PROBLEM`` order) and ``given`` (head_dim, causal, ab), or None."""
+    n = tuned_stages(given["head_dim"], given["causal"], given["ab"], problem)
+    return {"stages": n} if n else None
+
+
 def tuned_stages(head_dim: int, causal: bool, ab: str, problem: tuple) -> int | None:
     """The cached pick's stage count for ``problem`` (``PROBLEM`` order) on this GPU, or None (never tuned)."""
-    from ..tune import cached_config
+    from .cache import cached_config
 
     dtype = {v: k for k, v in _AB.items()}[ab]
     c = cached_config(attention_tuner(head_dim, causal, dtype).spec.tunable(), problem)
     return c.stages if c else None
 
 
-__all__ = ["PROBLEM", "attention_tuner", "max_stages", "tuned_stages"]
+__all__ = ["PROBLEM", "attention_options", "attention_tuner", "max_stages", "tuned_stages"]

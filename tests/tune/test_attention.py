@@ -1,4 +1,4 @@
-"""attention through asyncpipe's tuner (``asyncpipe.kernels.attention_tune``). Offline: the spec (space = the stage
+"""attention through asyncpipe's tuner (``asyncpipe.tune.attention``). Offline: the spec (space = the stage
 counts that fit, by the same rule ``attention`` enforces; problem key; inputs, decode and reference agreeing with
 ``attention.reference``; a poisoned output fails the check). On the GPU: tuned end to end (compiled, checked
 against float64, timed, cached) and ``attention(stages=None)`` then launches the pick."""
@@ -9,7 +9,7 @@ import pytest
 from asyncpipe.errors import AsyncpipeError
 from asyncpipe.kernels import attention_kernel as AK
 from asyncpipe.kernels.attention import check_attention, reference
-from asyncpipe.kernels.attention_tune import PROBLEM, attention_tuner, max_stages, tuned_stages
+from asyncpipe.tune.attention import PROBLEM, attention_tuner, max_stages, tuned_stages
 from asyncpipe.tune.gpu import _poison
 
 SMEM = 232448
@@ -48,11 +48,12 @@ def test_names_keep_configurations_apart():
 
 
 def test_source_hash_covers_the_kernel_file():
-    import asyncpipe.kernels.attention_tune as T
+    import asyncpipe.kernels.attention as A
+    import asyncpipe.tune.attention as T
     from asyncpipe.tune.kernels import source_hash
 
     spec = attention_tuner(128).spec
-    assert spec.source_hash == source_hash(AK.__file__, T.__file__.replace("attention_tune", "attention"), T.__file__)
+    assert spec.source_hash == source_hash(AK.__file__, A.__file__, T.__file__)
 
 
 def test_bad_tuner_arguments_are_named():
@@ -85,3 +86,11 @@ def test_tune_then_attention_launches_the_pick(tmp_path, monkeypatch):
     want = reference(*(attention_tuner(64).spec.decode(x.copy_to_host()) for x in (q, k, v)))[0]
     got = attention_tuner(64).spec.decode(out.copy_to_host())
     assert np.abs(got - want).max() < 2e-2
+
+
+def test_attention_asks_the_tuner_through_kernel_options(no_gpu):
+    """kernels never import the tuner: asyncpipe.tune registers attention's source in asyncpipe.kernels.options."""
+    from asyncpipe.kernels import options
+
+    assert "attention" in options._sources
+    assert options.choose("attention", (1, 128, 128, 2, 2), dict(head_dim=128, causal=False, ab="bf16")) is None
