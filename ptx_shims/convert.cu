@@ -18,3 +18,12 @@ extern "C" __device__ unsigned ap_cvt_rn_f16x2_f32(float a, float b) {
   asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(a), "f"(b));
   return d;
 }
+
+// cvt.rn.satfinite.e4m3x2.f32 d, a, b;   (PTX ISA 7.8, sm_89)
+// Rounds a and b to FP8 E4M3 (nearest, ties to even; beyond 448, infinities included, to +-448; NaN to the
+// canonical NaN 0x7F) and packs them into 16 bits: a in the upper byte, b in the lower. One F2FP for two values.
+extern "C" __device__ unsigned ap_cvt_rn_satfinite_e4m3x2_f32(float a, float b) {
+  unsigned short d;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(d) : "f"(a), "f"(b));
+  return d;
+}

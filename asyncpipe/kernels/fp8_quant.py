@@ -32,9 +32,8 @@ instruction: ``F2FP.SATFINITE.E4M3.F32.PACK_AB``); lane 0 of each block writes t
 (row blocks, 512-column groups) walks the rows. K must be a multiple of 16 (16-byte rows of codes), x C-contiguous
 and 16-byte aligned.
 
-NOTES: the e4m3 conversion and the two bitcasts are numba intrinsics here (inline PTX, like
-``vector.load_shared_x2``), not ``asyncpipe.ptx`` primitives: the conversion belongs in ``ptx.convert`` as
-``cvt_rn_satfinite_e4m3x2_f32`` with its shim, which this module did not add.
+The e4m3 conversion is the primitive ``ptx.cvt_rn_satfinite_e4m3x2_f32`` (its shim in ``ptx_shims/convert.cu``);
+the bit cast from a bf16 pattern to float32 is a numba intrinsic (a register move, no instruction).
 """
 
 from __future__ import annotations
@@ -49,6 +48,7 @@ from ..bf16 import bf16_to_float32
 from ..errors import check
 from ..formats.minifloat import E4M3, encode
 from ..jit_cache import jit
+from .. import ptx
 from ..ptx._registry import simulating
 from .vector import load_x4, store_x4
 
@@ -84,7 +84,7 @@ def k_blocks(k: int) -> int:
 
 
 # ------------------------------------------------------------------------------------------------
-# Bit casts and the e4m3 conversion: numba intrinsics on the GPU, numpy in the simulator
+# The bit cast: a numba intrinsic on the GPU, numpy in the simulator
 # ------------------------------------------------------------------------------------------------
 def _gpu_intrinsics():
     from llvmlite import ir
@@ -104,38 +104,15 @@ def _gpu_intrinsics():
 
         return types.float32(bits), codegen
 
-    @intrinsic
-    def cvt_e4m3x2(typingctx, hi, lo):
-        """``cvt.rn.satfinite.e4m3x2.f32 d, hi, lo`` (PTX ISA 7.8, sm_89): two fp32 to e4m3, rounded to
-        nearest even, finite overflow and +-inf to +-448, NaN to 0x7F; ``hi``'s code in bits 8..15,
-        ``lo``'s in bits 0..7 of the uint32 returned (bits 16..31 zero)."""
-        if hi != types.float32 or lo != types.float32:
-            return None
-
-        def codegen(context, builder, sig, args):
-            asm = ir.InlineAsm(ir.FunctionType(ir.IntType(32), [ir.FloatType(), ir.FloatType()]),
-                               "{.reg .b16 t; cvt.rn.satfinite.e4m3x2.f32 t, $1, $2; cvt.u32.u16 $0, t;}",
-                               "=r,f,f")
-            return builder.call(asm, args)
-
-        return types.uint32(hi, lo), codegen
-
-    return f32_from_bits, cvt_e4m3x2
+    return f32_from_bits
 
 
 def _f32_from_bits_sim(bits):
     return np.array([int(bits) & 0xFFFFFFFF], np.uint32).view(np.float32)[0]
 
 
-def _cvt_e4m3x2_sim(hi, lo):
-    hi_code, lo_code = encode(np.array([hi, lo], np.float32), E4M3, saturate=True)
-    return np.uint32((int(hi_code) << 8) | int(lo_code))
-
-
-if simulating():
-    f32_from_bits, cvt_e4m3x2 = _f32_from_bits_sim, _cvt_e4m3x2_sim
-else:
-    f32_from_bits, cvt_e4m3x2 = _gpu_intrinsics()
+f32_from_bits = _f32_from_bits_sim if simulating() else _gpu_intrinsics()
+cvt_e4m3x2 = ptx.cvt_rn_satfinite_e4m3x2_f32
 
 
 # ------------------------------------------------------------------------------------------------

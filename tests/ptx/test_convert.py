@@ -1,4 +1,4 @@
-"""cvt.rn.bf16x2.f32 and cvt.rn.f16x2.f32: SASS offline, then bit-exact against the host's rounding on the GPU
+"""cvt.rn.bf16x2.f32, cvt.rn.f16x2.f32 and cvt.rn.satfinite.e4m3x2.f32: SASS offline, then bit-exact against the host's rounding on the GPU
 (and, in the simulator run, on the simulator): ties, subnormals, infinities, NaN and random values."""
 
 import numpy as np
@@ -80,4 +80,34 @@ def test_cvt_f16_matches_numpy_rounding_gpu(rng):
     cuda.jit(pack_f16_kernel)[(out.size + 127) // 128, 128](cuda.to_device(x), out)
     with np.errstate(over="ignore"):
         want = np.where(np.isnan(x), np.uint16(CANONICAL_NAN), x.astype(np.float16).view(np.uint16)).view(np.uint32)
+    np.testing.assert_array_equal(out.copy_to_host(), want)
+
+
+def pack_e4m3_kernel(x, out):
+    """out[i] = the E4M3 codes of (x[2i], x[2i+1]): x[2i] in bits 0..7."""
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = ptx.cvt_rn_satfinite_e4m3x2_f32(x[2 * i + 1], x[2 * i])
+
+
+E4M3_SPECIAL = np.array([448.0, 449.0, 464.0, 480.0, 1e9, -1e9, 2**-9, 2**-10, 3 * 2**-11, 2**-6, 1.0625, 1.1875,
+                         -0.0, 0.0], np.float32)       # saturation, the smallest subnormal and below it, ties to even
+
+
+@pytest.mark.sass
+def test_cvt_e4m3_sass():
+    cubin = assert_sass(pack_e4m3_kernel, (f32, u32), has=ptx.REGISTRY["cvt_rn_satfinite_e4m3x2_f32"].sass)
+    assert cubin.count("F2FP.SATFINITE.E4M3") == 1, cubin.sass
+
+
+@pytest.mark.gpu
+def test_cvt_e4m3_matches_host_rounding_gpu(rng):
+    from asyncpipe.formats.minifloat import E4M3, encode
+
+    x = np.concatenate([values(rng), E4M3_SPECIAL, rng.standard_normal(500).astype(np.float32) * np.float32(0.01)])
+    x = x if x.size % 2 == 0 else np.append(x, np.float32(3.0))
+    out = cuda.to_device(np.full(x.size // 2, POISON, np.uint32))
+    cuda.jit(pack_e4m3_kernel)[(out.size + 127) // 128, 128](cuda.to_device(x), out)
+    codes = encode(x, E4M3, saturate=True).astype(np.uint32)
+    want = codes[0::2] | (codes[1::2] << 8)
     np.testing.assert_array_equal(out.copy_to_host(), want)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...bf16 import gpu_bf16_bits
+from ...formats.minifloat import E4M3, encode
 
 
 def cvt_rn_bf16x2_f32(a, b):
@@ -25,3 +26,8 @@ def cvt_rn_f16x2_f32(a, b):
     with np.errstate(over="ignore"):
         hi, lo = f16_bits(np.array([a, b], np.float32))
     return np.uint32((int(hi) << 16) | int(lo))
+
+
+def cvt_rn_satfinite_e4m3x2_f32(a, b):
+    hi, lo = encode(np.array([a, b], np.float32), E4M3, saturate=True)    # NaN -> 0x7F (E4M3's NaN code)
+    return np.uint32((int(hi) << 8) | int(lo))
