@@ -45,9 +45,10 @@ def expected(x):
     return bits.view(np.uint32)             # little-endian: element 2i in the lower half of word i
 
 
-def run_pack(x):
+def run_pack(x, kernel=pack_kernel):
+    """``kernel`` over the pairs of ``x`` into a poisoned output: the words it wrote."""
     out = cuda.to_device(np.full(x.size // 2, POISON, np.uint32))
-    cuda.jit(pack_kernel)[(out.size + 127) // 128, 128](cuda.to_device(x), out)
+    cuda.jit(kernel)[(out.size + 127) // 128, 128](cuda.to_device(x), out)
     return out.copy_to_host()
 
 
@@ -76,11 +77,10 @@ def test_cvt_f16_sass():
 @pytest.mark.gpu
 def test_cvt_f16_matches_numpy_rounding_gpu(rng):
     x = np.concatenate([values(rng), F16_SPECIAL])
-    out = cuda.to_device(np.full(x.size // 2, POISON, np.uint32))
-    cuda.jit(pack_f16_kernel)[(out.size + 127) // 128, 128](cuda.to_device(x), out)
+    got = run_pack(x, pack_f16_kernel)
     with np.errstate(over="ignore"):
         want = np.where(np.isnan(x), np.uint16(CANONICAL_NAN), x.astype(np.float16).view(np.uint16)).view(np.uint32)
-    np.testing.assert_array_equal(out.copy_to_host(), want)
+    np.testing.assert_array_equal(got, want)
 
 
 def pack_e4m3_kernel(x, out):
@@ -106,8 +106,7 @@ def test_cvt_e4m3_matches_host_rounding_gpu(rng):
 
     x = np.concatenate([values(rng), E4M3_SPECIAL, rng.standard_normal(500).astype(np.float32) * np.float32(0.01)])
     x = x if x.size % 2 == 0 else np.append(x, np.float32(3.0))
-    out = cuda.to_device(np.full(x.size // 2, POISON, np.uint32))
-    cuda.jit(pack_e4m3_kernel)[(out.size + 127) // 128, 128](cuda.to_device(x), out)
+    got = run_pack(x, pack_e4m3_kernel)
     codes = encode(x, E4M3, saturate=True).astype(np.uint32)
     want = codes[0::2] | (codes[1::2] << 8)
-    np.testing.assert_array_equal(out.copy_to_host(), want)
+    np.testing.assert_array_equal(got, want)
