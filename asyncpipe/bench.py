@@ -209,7 +209,21 @@ def bench_attention(quick: bool, records: list):
         sweep(records, _progress)
 
 
-PARTS = ("sgemm", "tma", "cluster_sum", "wgmma", "attention", "first_call")   # first_call: every kernel's first call
+def bench_fp8_gemm(quick: bool, records: list):
+    """The block-scaled FP8 GEMM (DeepGEMM's scaling) beside torch._scaled_mm tensorwise and rowwise, same run."""
+    from .kernels.fp8_gemm import BENCH_SHAPES, benchmark
+
+    for shape in ((128, 7168, 2048), (4096, 4096, 4096)) if quick else BENCH_SHAPES:
+        _progress(f"fp8 GEMM {'x'.join(map(str, shape))}")
+        try:
+            records.append(benchmark(*shape))
+        except Exception as exc:  # noqa: BLE001 - one failing shape must not hide the others' figures
+            _progress(f"fp8 GEMM {shape} failed: {type(exc).__name__}: {exc}")
+            records.append(dict(kernel="fp8_gemm_e4m3_blockscaled", shape=list(shape),
+                                error=f"{type(exc).__name__}: {exc}", vs={}))
+
+
+PARTS = ("sgemm", "tma", "cluster_sum", "wgmma", "attention", "fp8_gemm", "first_call")   # first_call: every kernel's first call
 
 
 FIRST_CALL_JOBS = 12   # kernels compiled at once for the first-call rows (each process on one core; 16 on the H200)
@@ -237,7 +251,8 @@ def run_bench(json_path: str | None = None, reference: str | None = None, quick:
                        (bench_tma, (4096 if quick else 16384, yard, ref, records)),
                        (bench_cluster_sum, (1 << (24 if quick else 29), yard, ref, records)),
                        (bench_wgmma, ((1024,) if quick else (4096, 8192), records)),
-                       (bench_attention, (quick, records))):
+                       (bench_attention, (quick, records)),
+                       (bench_fp8_gemm, (quick, records))):
         if only is not None and part.__name__.removeprefix("bench_") not in only:
             continue
         try:

@@ -254,6 +254,11 @@ def to_device_scales(sa_host):
     return scales_view(cuda.to_device(blocks), M)
 
 
+# issue 20's shapes: square, and DeepSeek-V3's (N x K) at M from 64 (decoding) to 4096 (prefill)
+BENCH_SHAPES = ((4096, 4096, 4096), (8192, 8192, 8192),
+                *((m, n, k) for n, k in ((7168, 2048), (2112, 7168), (24576, 1536)) for m in (64, 128, 512, 4096)))
+
+
 def benchmark(m: int, n: int, k: int, *, stages=None, reps: int = 20) -> dict:
     """TFLOPS (2 M N K) of ``fp8_gemm`` at m x n x k beside ``torch._scaled_mm`` e4m3 -> bf16 with tensorwise
     and rowwise scales (when torch is installed), measured in the same call; ``kernel`` names fp8 and gemm."""
