@@ -27,3 +27,12 @@ extern "C" __device__ unsigned ap_cvt_rn_satfinite_e4m3x2_f32(float a, float b) 
   asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(d) : "f"(a), "f"(b));
   return d;
 }
+
+// cvt.rn.satfinite.e5m2x2.f32 d, a, b;   (PTX ISA 7.8, sm_89)
+// Rounds a and b to FP8 E5M2 (nearest, ties to even; beyond 57344, infinities included, to +-57344; NaN to a
+// NaN) and packs them into 16 bits: a in the upper byte, b in the lower. One F2FP for two values.
+extern "C" __device__ unsigned ap_cvt_rn_satfinite_e5m2x2_f32(float a, float b) {
+  unsigned short d;
+  asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(d) : "f"(a), "f"(b));
+  return d;
+}

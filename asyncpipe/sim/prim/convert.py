@@ -31,3 +31,10 @@ def cvt_rn_f16x2_f32(a, b):
 def cvt_rn_satfinite_e4m3x2_f32(a, b):
     hi, lo = encode(np.array([a, b], np.float32), E4M3, saturate=True)    # NaN -> 0x7F (E4M3's NaN code)
     return np.uint32((int(hi) << 8) | int(lo))
+
+
+def cvt_rn_satfinite_e5m2x2_f32(a, b):
+    from ...formats.minifloat import E5M2
+
+    hi, lo = encode(np.array([a, b], np.float32), E5M2, saturate=True)    # NaN -> 0x7F, inf -> +-57344 (0x7B)
+    return np.uint32((int(hi) << 8) | int(lo))
