@@ -1,0 +1,449 @@
+"""The block-scaled format codecs' kernels: bf16 <-> MXFP8 (E4M3, E5M2), MXFP4 and NVFP4, bit-exact against
+``asyncpipe.formats`` (the host side, checks and layouts: ``asyncpipe.kernels.mx_codec``).
+
+Every array is seen flat. A block (32 elements for MX, 16 for NVFP4) lies inside one row because the row length
+is a multiple of the block size, so a C-contiguous ``(..., K)`` array is a flat run of blocks and its scales
+``(..., K / block)`` a flat run of one byte per block. Each kernel walks *lanes* (a lane: the elements one
+thread converts per step), grid-stride, 32-bit indices (the host refuses 2^31 elements or more):
+
+=====================  ===============  =========================================================  ==========
+kernel                 elements a lane  memory per lane and step                                   amax
+=====================  ===============  =========================================================  ==========
+mxfp8 quantize         16 (half block)  2 LDG.128 in, 1 STG.128 out, the even lane a scale byte     shfl.xor 1
+mxfp4 quantize         32 (one block)   4 LDG.128 in, 1 STG.128 out (32 nibbles), a scale byte      in-lane
+nvfp4 quantize         32 (two blocks)  4 LDG.128 in, 1 STG.128 out, two scale bytes                in-lane
+mxfp8 dequantize       32 (one block)   2 LDG.128 + a scale byte in, 4 STG.128 out                  --
+mxfp4 dequantize       32 (one block)   1 LDG.128 + a scale byte in, 4 STG.128 out                  --
+nvfp4 dequantize       32 (two blocks)  1 LDG.128 + two scale bytes in, 4 STG.128 out               --
+=====================  ===============  =========================================================  ==========
+
+(NVFP4's last lane holds one block when the element count is an odd number of 16-blocks: it loads and stores
+half, with 4-byte accesses.)
+
+**Why no TMA ring.** A codec reads every byte once and writes every byte once; nothing is reused, so a
+shared-memory ring would only be a detour: TMA into shared memory, an mbarrier wait, ``LDS`` into registers
+(the conversion is per element, in registers), and for a TMA store the results back through shared memory
+behind a proxy fence. What a ring buys a GEMM, many bytes in flight without registers, a streaming kernel
+gets from occupancy: Little's law for the H200 (about 4.8 TB/s at roughly 1 us of DRAM latency) asks for
+about 4.8 MB in flight, 36 KB per SM; a quantize lane has 32-64 bytes of loads in flight before it first uses
+one, so 1024 resident threads per SM (half occupancy) already hold 32-64 KB. The kernels therefore are plain
+16-byte vector loads and stores (``asyncpipe.kernels.vector``), coalesced (a warp's lanes cover one contiguous
+512 B-2 KB span), with the block amax as an integer maximum of the bf16 magnitudes in registers (one
+``shfl.xor`` where two lanes share a block). The target (at least 0.85x the device-to-device copy at 1 GiB) is
+to be measured on the H200; where it falls short the first suspects are the FP4 kernels' integer work (E2M1
+rounding in software) and NVFP4's per-element IEEE division, not the memory path.
+
+**The arithmetic**, exactly the references':
+
+- MX scale: the block amax's bf16 exponent field E (the integer maximum of the magnitudes orders NaN above
+  inf above finite): scale byte ``max(E - emax, 0)`` (E8M0, shared_exp + 127 clamped at 0; emax 8 for E4M3,
+  15 for E5M2, 2 for E2M1); E = 255 (a NaN or an infinity in the block) gives 0xFF and NaN element codes
+  (0x7F for FP8, 0 for FP4). Elements: ``x * 2^(127 - scale)``, a power of two built from bits (always a
+  normal float32), exact unless the product falls below 2^-126, where every format's code is a signed zero
+  either way; then ``cvt.rn.satfinite.e4m3x2/e5m2x2.f32`` (round to nearest even, saturating).
+- E2M1 (no Hopper instruction: ``cvt ... e2m1x2`` is sm_100a) in software as the reference does it:
+  ``a = min(|p|, 6)`` (everything above 5 rounds to 6, so the clamp saves the saturation), binade
+  ``e = max(floor(log2 a), 0)`` from the float's exponent bits, ``n = rint(a * 2^(1 - e))`` by adding 2^23
+  (the float32 sum is rounded to nearest even, its low bits are n), code ``2e + n`` and the sign bit.
+- NVFP4: tensor scale s_t given, or fl(amax / 2688) of the finite values (a separate amax pass); block
+  scale ``E4M3(fl(fl(amax_b / 6) / s_t))``; elements ``E2M1(fl(x / fl(decode(scale) * s_t)))`` with IEEE
+  float32 division (``div.rn.f32``), x itself where x is zero.
+- Dequantize: FP8/FP4 codes decoded by shifting their bits into a float32's exponent and mantissa fields and
+  multiplying by the bias difference (2^120 E4M3, 2^112 E5M2, 2^126 E2M1: exact, subnormals included, since
+  float32 subnormals are laid out the same way), NaN/inf codes by their exponent field, then times the scale
+  (E8M0 0 is 2^-127, 0xFF NaN) or ``decode(scale) * s_t``; the float32 result rounded to bf16
+  (``cvt.rn.bf16x2.f32``, NaN as 0x7FFF).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import cuda, float32, int32, uint8, uint32
+
+from .. import ptx
+from ..ptx._registry import simulating
+from .fp8_quant import _magnitude, f32_from_bits
+from .unroll import unroll, unrolled
+from .vector import load_x4, store_x4
+
+THREADS = 256
+WARPS = THREADS // 32
+BLOCKS_PER_SM = 8                       # the host's grid cap: 2048 threads per SM
+MX_BLOCK = 32                           # OCP MX v1.0: one E8M0 scale per 32 elements
+NV_BLOCK = 16                           # NVFP4: one E4M3 scale per 16 elements
+LANE_ELEMS = {"mxfp8_quantize": 16, "mxfp4_quantize": 32, "nvfp4_quantize": 32, "mxfp8_dequantize": 32,
+              "mxfp4_dequantize": 32, "nvfp4_dequantize": 32}
+EMAX = {"e4m3": 8, "e5m2": 15, "e2m1": 2}          # exponent of each element type's largest normal
+BF16_EXP_ALL_ONES = 255                 # a bf16 exponent field of NaN and inf
+BF16_INF_BITS = 0x7F80                  # bf16 +inf, bits: magnitudes at or above it are not finite
+SCALE_NAN = 0xFF                        # E8M0's NaN
+E4M3_NAN = 0x7F
+FP8_NAN_WORD = 0x7F7F7F7F               # four E4M3/E5M2 NaN codes
+E2M1_MAX = 6.0
+RINT_MAGIC = 8388608.0                  # 2^23: adding it rounds a float32 in [0, 2^22] to an integer, RNE
+RINT_MAGIC_BITS = 0x4B000000
+F32_EXP_SHIFT = 23
+F32_NAN_BITS = 0x7FC00000
+E8M0_ZERO_VALUE_BITS = 0x00400000       # 2^-127, the value of scale byte 0 (a float32 subnormal)
+NVFP4_AMAX_DIVISOR = 448.0 * 6.0        # E4M3 max x E2M1 max (asyncpipe.formats.nvfp4)
+# decode: a code's exponent and mantissa bits moved under float32's, then scaled by 2^(127 - bias)
+E4M3_SHIFT, E4M3_REBIAS_BITS = 20, (127 + 120) << 23
+E5M2_SHIFT, E5M2_REBIAS_BITS = 21, (127 + 112) << 23
+E2M1_SHIFT, E2M1_REBIAS_BITS = 22, (127 + 126) << 23
+E4M3_SPECIAL_ADD = 0x78000000           # 0x7F << 20 plus this: 0x7FF00000, a NaN
+E5M2_SPECIAL_ADD = 0x70000000           # 0x7C << 21 plus this: 0x7F800000, inf (0x7D..0x7F: NaN)
+
+
+# ------------------------------------------------------------------------------------------------
+# float32 <-> bits: numba intrinsics on the GPU (register moves), numpy in the simulator
+# ------------------------------------------------------------------------------------------------
+def _gpu_bits_intrinsic():
+    from llvmlite import ir
+    from numba.cuda import types
+    from numba.cuda.extending import intrinsic
+
+    @intrinsic
+    def f32_bits(typingctx, x):
+        """The bit pattern of the float32 ``x`` as uint32 (a register move, no instruction)."""
+        if x != types.float32:
+            return None
+
+        def codegen(context, builder, sig, args):
+            return builder.bitcast(args[0], ir.IntType(32))
+
+        return types.uint32(x), codegen
+
+    return f32_bits
+
+
+def _f32_bits_sim(x):
+    return np.array([x], np.float32).view(np.uint32)[0]
+
+
+f32_bits = _f32_bits_sim if simulating() else _gpu_bits_intrinsic()
+cvt_e4m3x2 = ptx.cvt_rn_satfinite_e4m3x2_f32
+cvt_e5m2x2 = ptx.cvt_rn_satfinite_e5m2x2_f32
+cvt_bf16x2 = ptx.cvt_rn_bf16x2_f32
+
+
+# ------------------------------------------------------------------------------------------------
+# Element helpers (inlined)
+# ------------------------------------------------------------------------------------------------
+@cuda.jit(device=True, inline="always")
+def _lo(w):
+    """The float32 of the bf16 in the low half of ``w``."""
+    return f32_from_bits((w & uint32(0xFFFF)) << uint32(16))
+
+
+@cuda.jit(device=True, inline="always")
+def _hi(w):
+    return f32_from_bits(w & uint32(0xFFFF0000))
+
+
+@cuda.jit(device=True, inline="always")
+def _quad_e4m3(w_lo, w_hi, f):
+    """Four bf16 (lowest element in w_lo's low half) times ``f`` -> four E4M3 codes, lowest in the lowest byte."""
+    return (cvt_e4m3x2(_hi(w_lo) * f, _lo(w_lo) * f) | (cvt_e4m3x2(_hi(w_hi) * f, _lo(w_hi) * f) << uint32(16)))
+
+
+@cuda.jit(device=True, inline="always")
+def _quad_e5m2(w_lo, w_hi, f):
+    return (cvt_e5m2x2(_hi(w_lo) * f, _lo(w_lo) * f) | (cvt_e5m2x2(_hi(w_hi) * f, _lo(w_hi) * f) << uint32(16)))
+
+
+@cuda.jit(device=True, inline="always")
+def _e2m1(p):
+    """The E2M1 code (4 bits) of the float32 ``p``, rounded to nearest even, saturating at +-6 (inf included)."""
+    a = min(abs(p), float32(E2M1_MAX))
+    e = max(int32(f32_bits(a) >> uint32(F32_EXP_SHIFT)) - int32(127), int32(0))       # 0, 1 or 2
+    t = a * f32_from_bits(uint32(128 - e) << uint32(F32_EXP_SHIFT)) + float32(RINT_MAGIC)
+    n = f32_bits(t) - uint32(RINT_MAGIC_BITS)                                         # rint(a * 2^(1-e))
+    return ((f32_bits(p) >> uint32(28)) & uint32(8)) | (uint32(2 * e) + n)
+
+
+@cuda.jit(device=True, inline="always")
+def _e2m1_word(w0, w1, w2, w3, f):
+    """Eight bf16 (four words) times ``f`` -> eight E2M1 codes in one word, element 2i in byte i's low nibble."""
+    return (_e2m1(_lo(w0) * f) | (_e2m1(_hi(w0) * f) << uint32(4)) | (_e2m1(_lo(w1) * f) << uint32(8))
+            | (_e2m1(_hi(w1) * f) << uint32(12)) | (_e2m1(_lo(w2) * f) << uint32(16))
+            | (_e2m1(_hi(w2) * f) << uint32(20)) | (_e2m1(_lo(w3) * f) << uint32(24))
+            | (_e2m1(_hi(w3) * f) << uint32(28)))
+
+
+@cuda.jit(device=True, inline="always")
+def _e2m1_div(x, d):
+    """The E2M1 code of x / d (IEEE division), of x itself where x is zero (0 / 0 would be NaN)."""
+    return _e2m1(x if x == float32(0) else x / d)
+
+
+@cuda.jit(device=True, inline="always")
+def _e2m1_word_div(w0, w1, w2, w3, d):
+    """As ``_e2m1_word`` for x / d (NVFP4)."""
+    return (_e2m1_div(_lo(w0), d) | (_e2m1_div(_hi(w0), d) << uint32(4)) | (_e2m1_div(_lo(w1), d) << uint32(8))
+            | (_e2m1_div(_hi(w1), d) << uint32(12)) | (_e2m1_div(_lo(w2), d) << uint32(16))
+            | (_e2m1_div(_hi(w2), d) << uint32(20)) | (_e2m1_div(_lo(w3), d) << uint32(24))
+            | (_e2m1_div(_hi(w3), d) << uint32(28)))
+
+
+@cuda.jit(device=True, inline="always")
+def _mx_factor(mag, emax):
+    """(scale byte, 2^(127 - scale) as float32) of a block whose bf16 magnitude maximum is ``mag``."""
+    s = max(int32(mag >> int32(7)) - int32(emax), int32(0))
+    return s, f32_from_bits(uint32(254 - s) << uint32(F32_EXP_SHIFT))
+
+
+@cuda.jit(device=True, inline="always")
+def _e8m0_value(s):
+    """The float32 of the E8M0 scale byte ``s``: 2^(s - 127), NaN for 0xFF."""
+    bits = uint32(s) << uint32(F32_EXP_SHIFT)
+    if s == 0:
+        bits = uint32(E8M0_ZERO_VALUE_BITS)
+    if s == SCALE_NAN:
+        bits = uint32(F32_NAN_BITS)
+    return f32_from_bits(bits)
+
+
+@cuda.jit(device=True, inline="always")
+def _e4m3_value(c):
+    """The float32 of the E4M3 code in the low byte of ``c`` (0x7F/0xFF: NaN)."""
+    mag = c & uint32(0x7F)
+    bits = ((c & uint32(0x80)) << uint32(24)) | (mag << uint32(E4M3_SHIFT))
+    if mag == uint32(0x7F):
+        bits += uint32(E4M3_SPECIAL_ADD)
+    return f32_from_bits(bits) * f32_from_bits(uint32(E4M3_REBIAS_BITS))
+
+
+@cuda.jit(device=True, inline="always")
+def _e5m2_value(c):
+    mag = c & uint32(0x7F)
+    bits = ((c & uint32(0x80)) << uint32(24)) | (mag << uint32(E5M2_SHIFT))
+    if mag >= uint32(0x7C):
+        bits += uint32(E5M2_SPECIAL_ADD)
+    return f32_from_bits(bits) * f32_from_bits(uint32(E5M2_REBIAS_BITS))
+
+
+@cuda.jit(device=True, inline="always")
+def _e2m1_value(n):
+    """The float32 of the E2M1 code in the low nibble of ``n``."""
+    bits = ((n & uint32(8)) << uint32(28)) | ((n & uint32(7)) << uint32(E2M1_SHIFT))
+    return f32_from_bits(bits) * f32_from_bits(uint32(E2M1_REBIAS_BITS))
+
+
+# ------------------------------------------------------------------------------------------------
+# Quantize. x: bf16 pairs as uint32 words (flat); codes: uint32 words (flat); scales: one uint8 a block.
+# ------------------------------------------------------------------------------------------------
+def mxfp8_quantize_kernel(x, q, scales, lanes):
+    """QUAD (``_quad_e4m3``/``_quad_e5m2``) and ELEM_EMAX are compile-time constants (``unrolled``). A lane: 16
+    elements, half a block; lanes 2i and 2i + 1 share block i's amax through one shfl.xor (``lanes`` is even)."""
+    lane = cuda.threadIdx.x % 32
+    c = (cuda.blockIdx.x * WARPS + cuda.threadIdx.x // 32) * 32 + lane
+    step = cuda.gridDim.x * THREADS
+    while c - lane < lanes:                              # uniform in the warp: the shuffle sees every lane
+        valid = c < lanes
+        z = uint32(0)
+        w = (z, z, z, z, z, z, z, z)
+        if valid:
+            w = load_x4(x, c * 8) + load_x4(x, c * 8 + 4)
+        mag = int32(0)
+        for k in unroll(8):
+            mag = max(mag, _magnitude(w[k]))
+        mag = max(mag, cuda.shfl_xor_sync(0xFFFFFFFF, mag, 1))
+        if valid:
+            s, f = _mx_factor(mag, ELEM_EMAX)
+            q0, q1, q2, q3 = QUAD(w[0], w[1], f), QUAD(w[2], w[3], f), QUAD(w[4], w[5], f), QUAD(w[6], w[7], f)
+            if mag >= BF16_INF_BITS:                     # a NaN or an infinity: NaN scale, NaN codes
+                s = int32(SCALE_NAN)
+                q0 = q1 = q2 = q3 = uint32(FP8_NAN_WORD)
+            store_x4(q, c * 4, q0, q1, q2, q3)
+            if lane % 2 == 0:
+                scales[c // 2] = uint8(s)
+        c += step
+
+
+def mxfp4_quantize_kernel(x, q, scales, lanes):
+    """A lane: one 32-element block, 16 words in, 4 words (32 nibbles) out; no shuffle."""
+    c = cuda.blockIdx.x * THREADS + cuda.threadIdx.x
+    step = cuda.gridDim.x * THREADS
+    while c < lanes:
+        w = load_x4(x, c * 16) + load_x4(x, c * 16 + 4) + load_x4(x, c * 16 + 8) + load_x4(x, c * 16 + 12)
+        mag = int32(0)
+        for k in unroll(16):
+            mag = max(mag, _magnitude(w[k]))
+        s, f = _mx_factor(mag, EMAX_E2M1)
+        q0, q1 = _e2m1_word(w[0], w[1], w[2], w[3], f), _e2m1_word(w[4], w[5], w[6], w[7], f)
+        q2, q3 = _e2m1_word(w[8], w[9], w[10], w[11], f), _e2m1_word(w[12], w[13], w[14], w[15], f)
+        if mag >= BF16_INF_BITS:                         # NaN scale; E2M1 has no NaN: codes 0
+            s = int32(SCALE_NAN)
+            q0 = q1 = q2 = q3 = uint32(0)
+        store_x4(q, c * 4, q0, q1, q2, q3)
+        scales[c] = uint8(s)
+        c += step
+
+
+@cuda.jit(device=True, inline="always")
+def _nvfp4_block(w0, w1, w2, w3, w4, w5, w6, w7, s_t):
+    """(E4M3 scale code, two words of E2M1 codes) of one 16-element NVFP4 block."""
+    mag = max(max(max(_magnitude(w0), _magnitude(w1)), max(_magnitude(w2), _magnitude(w3))),
+              max(max(_magnitude(w4), _magnitude(w5)), max(_magnitude(w6), _magnitude(w7))))
+    amax = f32_from_bits(uint32(mag) << uint32(16))
+    code = cvt_e4m3x2(float32(0), (amax / float32(E2M1_MAX)) / s_t) & uint32(0xFF)
+    d = _e4m3_value(code) * s_t
+    lo, hi = _e2m1_word_div(w0, w1, w2, w3, d), _e2m1_word_div(w4, w5, w6, w7, d)
+    if mag >= BF16_INF_BITS:                             # a NaN or an infinity: NaN scale, codes 0
+        code, lo, hi = uint32(E4M3_NAN), uint32(0), uint32(0)
+    return code, lo, hi
+
+
+@cuda.jit(device=True, inline="always")
+def _tensor_scale(amax_bits, given):
+    """``given`` when positive, else fl(amax / 2688) of the finite amax (bf16 bits), 1 when it is zero."""
+    if given > float32(0):
+        return given
+    if amax_bits == uint32(0):
+        return float32(1)
+    return f32_from_bits(amax_bits << uint32(16)) / float32(NVFP4_AMAX_DIVISOR)
+
+
+def nvfp4_quantize_kernel(x, q, scales, ts, amax_bits, given, nblocks):
+    """A lane: blocks 2c and 2c + 1 (16 words in, 4 words out, two scale bytes); the last lane may hold one
+    block (8 words in, 2 out). ``ts[0]``: the tensor scale used, written by thread 0 of block 0."""
+    s_t = _tensor_scale(amax_bits[0], given)
+    c = cuda.blockIdx.x * THREADS + cuda.threadIdx.x
+    if c == 0:
+        ts[0] = s_t
+    step = cuda.gridDim.x * THREADS
+    while 2 * c < nblocks:
+        full = 2 * c + 1 < nblocks
+        a = load_x4(x, c * 16) + load_x4(x, c * 16 + 4)
+        z = uint32(0)
+        b = (z, z, z, z, z, z, z, z)
+        if full:
+            b = load_x4(x, c * 16 + 8) + load_x4(x, c * 16 + 12)
+        s0, q0, q1 = _nvfp4_block(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], s_t)
+        s1, q2, q3 = _nvfp4_block(b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], s_t)
+        scales[2 * c] = uint8(s0)
+        if full:
+            store_x4(q, c * 4, q0, q1, q2, q3)
+            scales[2 * c + 1] = uint8(s1)
+        else:
+            q[c * 4] = q0
+            q[c * 4 + 1] = q1
+        c += step
+
+
+def finite_amax_kernel(x, amax_bits, words):
+    """amax_bits[0] = max over the bf16 pairs ``x`` of the finite magnitudes' bits (NVFP4's tensor amax):
+    16-byte loads grid-stride, a warp's maximum by shfl.xor, one atomic max per warp. ``words`` % 4 == 0."""
+    lane = cuda.threadIdx.x % 32
+    i = (cuda.blockIdx.x * THREADS + cuda.threadIdx.x) * 4
+    step = cuda.gridDim.x * THREADS * 4
+    best = int32(0)
+    while i < words:
+        v = load_x4(x, i)
+        for k in unroll(4):
+            lo, hi = int32(v[k] & uint32(0x7FFF)), int32((v[k] >> uint32(16)) & uint32(0x7FFF))
+            best = max(best, lo if lo < int32(BF16_INF_BITS) else int32(0))
+            best = max(best, hi if hi < int32(BF16_INF_BITS) else int32(0))
+        i += step
+    for k in unroll(5):
+        best = max(best, cuda.shfl_xor_sync(0xFFFFFFFF, best, 1 << k))
+    if lane == 0 and best > int32(0):
+        cuda.atomic.max(amax_bits, 0, uint32(best))
+
+
+# ------------------------------------------------------------------------------------------------
+# Dequantize. out: bf16 pairs as uint32 words (flat).
+# ------------------------------------------------------------------------------------------------
+def mxfp8_dequantize_kernel(q, scales, out, lanes):
+    """VALUE (``_e4m3_value``/``_e5m2_value``) a compile-time constant. A lane: one block, 8 code words in
+    (2 LDG.128) and its scale byte, 16 bf16 words out (4 STG.128)."""
+    c = cuda.blockIdx.x * THREADS + cuda.threadIdx.x
+    step = cuda.gridDim.x * THREADS
+    while c < lanes:
+        w = load_x4(q, c * 8) + load_x4(q, c * 8 + 4)
+        sf = _e8m0_value(uint32(scales[c]))
+        for k in unroll(4):                             # code words 2k, 2k + 1 -> bf16 words 4k .. 4k + 3
+            lo, hi = w[2 * k], w[2 * k + 1]
+            store_x4(out, c * 16 + 4 * k,
+                     cvt_bf16x2(VALUE(lo >> uint32(8)) * sf, VALUE(lo) * sf),
+                     cvt_bf16x2(VALUE(lo >> uint32(24)) * sf, VALUE(lo >> uint32(16)) * sf),
+                     cvt_bf16x2(VALUE(hi >> uint32(8)) * sf, VALUE(hi) * sf),
+                     cvt_bf16x2(VALUE(hi >> uint32(24)) * sf, VALUE(hi >> uint32(16)) * sf))
+        c += step
+
+
+@cuda.jit(device=True, inline="always")
+def _store_fp4_dequant(out, at, w, sf, ts):
+    """Eight E2M1 codes (one word) -> fl(fl(value * sf) * ts) as eight bf16 (four words) at out[at]."""
+    v = (_e2m1_value(w) * sf * ts, _e2m1_value(w >> uint32(4)) * sf * ts, _e2m1_value(w >> uint32(8)) * sf * ts,
+         _e2m1_value(w >> uint32(12)) * sf * ts, _e2m1_value(w >> uint32(16)) * sf * ts,
+         _e2m1_value(w >> uint32(20)) * sf * ts, _e2m1_value(w >> uint32(24)) * sf * ts,
+         _e2m1_value(w >> uint32(28)) * sf * ts)
+    store_x4(out, at, cvt_bf16x2(v[1], v[0]), cvt_bf16x2(v[3], v[2]), cvt_bf16x2(v[5], v[4]), cvt_bf16x2(v[7], v[6]))
+
+
+def mxfp4_dequantize_kernel(q, scales, out, lanes):
+    """A lane: one block, 4 packed words in (1 LDG.128) and its scale byte, 16 bf16 words out (4 STG.128).
+    The tensor-scale factor is 1 (exact)."""
+    c = cuda.blockIdx.x * THREADS + cuda.threadIdx.x
+    step = cuda.gridDim.x * THREADS
+    while c < lanes:
+        w = load_x4(q, c * 4)
+        sf = _e8m0_value(uint32(scales[c]))
+        for k in unroll(4):
+            _store_fp4_dequant(out, c * 16 + 4 * k, w[k], sf, float32(1))
+        c += step
+
+
+def nvfp4_dequantize_kernel(q, scales, ts, out, nblocks):
+    """A lane: blocks 2c and 2c + 1 (4 packed words in, 16 bf16 words out); the last lane may hold one."""
+    s_t = ts[0]
+    c = cuda.blockIdx.x * THREADS + cuda.threadIdx.x
+    step = cuda.gridDim.x * THREADS
+    while 2 * c < nblocks:
+        s0 = _e4m3_value(uint32(scales[2 * c]))
+        if 2 * c + 1 < nblocks:
+            w = load_x4(q, c * 4)
+            s1 = _e4m3_value(uint32(scales[2 * c + 1]))
+            _store_fp4_dequant(out, c * 16 + 8, w[2], s1, s_t)
+            _store_fp4_dequant(out, c * 16 + 12, w[3], s1, s_t)
+        else:
+            w = (q[c * 4], q[c * 4 + 1], uint32(0), uint32(0))
+        _store_fp4_dequant(out, c * 16, w[0], s0, s_t)
+        _store_fp4_dequant(out, c * 16 + 4, w[1], s0, s_t)
+        c += step
+
+
+# ------------------------------------------------------------------------------------------------
+# Kernels by name, with their numba argument types (the SASS tests compile them offline)
+# ------------------------------------------------------------------------------------------------
+QUADS = {"e4m3": _quad_e4m3, "e5m2": _quad_e5m2}
+VALUES = {"e4m3": _e4m3_value, "e5m2": _e5m2_value}
+
+
+def kernel_function(name: str, fmt: str | None = None):
+    """The Python kernel function (compile-time constants bound) of ``name``: "mxfp8_quantize" (fmt "e4m3" or
+    "e5m2"), "mxfp4_quantize", "nvfp4_quantize", "finite_amax", "mxfp8_dequantize" (fmt), "mxfp4_dequantize",
+    "nvfp4_dequantize"."""
+    if name == "mxfp8_quantize":
+        return unrolled(mxfp8_quantize_kernel, c_indexing=False, QUAD=QUADS[fmt], ELEM_EMAX=EMAX[fmt])
+    if name == "mxfp8_dequantize":
+        return unrolled(mxfp8_dequantize_kernel, c_indexing=False, VALUE=VALUES[fmt])
+    fn = {"mxfp4_quantize": mxfp4_quantize_kernel, "nvfp4_quantize": nvfp4_quantize_kernel,
+          "finite_amax": finite_amax_kernel, "mxfp4_dequantize": mxfp4_dequantize_kernel,
+          "nvfp4_dequantize": nvfp4_dequantize_kernel}[name]
+    return unrolled(fn, c_indexing=False, EMAX_E2M1=EMAX["e2m1"])
+
+
+def kernel_argtypes(name: str):
+    from numba import types
+
+    u32, u8, f32, i32 = types.uint32[::1], types.uint8[::1], types.float32[::1], types.int32
+    return {"mxfp8_quantize": (u32, u32, u8, i32), "mxfp4_quantize": (u32, u32, u8, i32),
+            "nvfp4_quantize": (u32, u32, u8, f32, u32, types.float32, i32), "finite_amax": (u32, u32, i32),
+            "mxfp8_dequantize": (u32, u8, u32, i32), "mxfp4_dequantize": (u32, u8, u32, i32),
+            "nvfp4_dequantize": (u32, u8, f32, u32, i32)}[name]
+
+
+__all__ = ["THREADS", "BLOCKS_PER_SM", "MX_BLOCK", "NV_BLOCK", "LANE_ELEMS", "kernel_function", "kernel_argtypes",
+           "f32_bits"]
