@@ -15,6 +15,11 @@ below hold them, one per shim file. ``INTRINSICS`` holds ``addr``, which is no s
 from importlib import import_module
 
 from ._registry import REGISTRY, Intrinsic, Primitive, shim_dir, simulating
+
+if not simulating():                # numba's inliner without its per-block scope copies (kernels inline helpers)
+    from ..backend import numba_inline
+
+    numba_inline.install()
 from .address import ADDR, addr
 from .tensor_map_type import tensormap, tensormap_ptr   # the numba types of a TensorMap argument and its addr
 
