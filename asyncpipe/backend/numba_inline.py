@@ -6,8 +6,8 @@ function's ``Scope``, which holds every variable of the callee: the scope is cop
 variables in all. For the wgmma GEMM's unrolled epilogue (258 blocks, 4645 variables) that was 4 s of a
 10.5 s cold compile on a 2-core machine (bench/compile_experiments.md). Here the blocks of one copy share
 one memo, so the scope is copied once per copy, as a deep copy of the whole IR would: the cubin is the same
-(opcode sequence), the compile 6.5 s (TMA epilogue: 9.2 -> 5.8 s). ``install`` is idempotent; ``asyncpipe.ptx`` calls it on
-import (the GPU backend only: the simulator runs no numba compiler).
+(opcode sequence), the compile 6.5 s (TMA epilogue: 9.2 -> 5.8 s). ``install`` is idempotent;
+``asyncpipe.ptx`` calls it on import (the GPU backend only: the simulator runs no numba compiler).
 """
 
 from __future__ import annotations

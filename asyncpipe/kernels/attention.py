@@ -106,8 +106,10 @@ def attention(q, k, v, *, causal=False, softmax_scale=None, out=None, lse=None, 
     ``softmax_scale``: default 1 / sqrt(head_dim). ``out``, ``lse``: arrays to write (q's shape and type;
     (batch, heads, seqlen_q) float32), allocated when None (torch tensors for torch inputs). ``dtype``:
     "bfloat16" for 16-bit integer arrays (the default). ``stream``: a numba or cuda.core stream.
-    ``stages``: K/V blocks in flight (default: the pick of ``asyncpipe.tune.attention.attention_tuner(...).tune(problem)``
-    for this problem on this GPU when it was tuned, else ``attention_kernel.default_stages``: the most that fit).
+    ``stages``: K/V blocks in flight (default: the pick of
+    ``asyncpipe.tune.attention.attention_tuner(...).tune(problem)`` for this problem on this GPU when it was tuned,
+    else ``attention_kernel.default_stages``: the most that fit; looked up when the call's plan is made, so a
+    process keeps the plans it made before tuning).
     ``pingpong``, ``overlap``: False switches off one of FlashAttention-3's overlaps (for its ablation).
     """
     check(all(isinstance(x, (bool, np.bool_)) for x in (pingpong, overlap)), API, "pingpong and overlap must be "
@@ -149,9 +151,9 @@ def launch_parts(q, k, v, out, lse, causal=False, softmax_scale=None, dtype=None
                  overlap=True) -> dict:
     """Everything one launch needs, every rule checked first: ``kernel``, ``grid``, ``block``, ``args`` (the
     tensor maps of q, k, v, out and the scalars), ``shared`` (dynamic shared memory) and ``problem`` (batch,
-    seqlen_q, seqlen_k, heads, heads_kv). ``stages=None``: the pick of ``asyncpipe.tune.attention`` for this problem on this
-    GPU when it was tuned, else ``attention_kernel.default_stages``. ``attention`` and its tuner both launch
-    through it."""
+    seqlen_q, seqlen_k, heads, heads_kv). ``stages=None``: the pick of ``asyncpipe.tune.attention`` for this
+    problem on this GPU when it was tuned, else ``attention_kernel.default_stages``. ``attention`` and its tuner
+    both launch through it."""
     from ..host import device_info
     from ..spec.device import check_cc
 
