@@ -30,6 +30,7 @@ from ..errors import AsyncpipeError, check
 from ..host.plans import PlanCache, array_key, cached_tensor_map, option_key, run_plan
 from ..jit_cache import jit
 from . import attention_kernel as AK
+from .checks import as_device_array, is_torch, torch_bits
 
 API = "attention"
 _SRC_TMA = "cuTensorMapEncodeTiled"
@@ -71,22 +72,16 @@ def check_attention(q_shape, k_shape, v_shape, dtypes, strides, *, causal, smem_
     return B, Sq, Sk, H, Hkv, D, _DTYPES[dtypes[0]]
 
 
-def _is_torch(x) -> bool:
-    return type(x).__module__.startswith("torch") and hasattr(x, "data_ptr")
-
-
 def _view(name, x, dtype):
     """(numba device array of 16-bit elements, element type name) for ``x``."""
-    from .checks import as_device_array
-
-    if _is_torch(x):
+    if is_torch(x):
         import torch
 
         kinds = {torch.bfloat16: "bfloat16", torch.float16: "float16"}
         check(x.dtype in kinds, API, f"{name} must be bfloat16 or float16", str(x.dtype))
         check(x.is_cuda, API, f"{name} must be on a CUDA device", str(x.device))
         kind = kinds[x.dtype]
-        return as_device_array(API, name, x.view(torch.int16) if kind == "bfloat16" else x), kind
+        return as_device_array(API, name, torch_bits(x)), kind
     a = as_device_array(API, name, x)
     if a.dtype.name in _BITS:
         check(dtype in (None, "bfloat16"), API, f"a 16-bit integer {name} holds bfloat16 bits (dtype='bfloat16')",
@@ -114,7 +109,7 @@ def attention(q, k, v, *, causal=False, softmax_scale=None, out=None, lse=None, 
     """
     check(all(isinstance(x, (bool, np.bool_)) for x in (pingpong, overlap)), API, "pingpong and overlap must be "
           "True or False", f"pingpong={pingpong!r}, overlap={overlap!r}")
-    torch_in = _is_torch(q)
+    torch_in = is_torch(q)
     if out is None or lse is None:
         qa, _ = _view("q", q, dtype)
         if len(qa.shape) != 4:
@@ -173,8 +168,6 @@ def launch_parts(q, k, v, out, lse, causal=False, softmax_scale=None, dtype=None
     stages = int(stages)
     check(tuple(oa.shape) == tuple(qa.shape) and ot == qt, API, "out must have q's shape and element type",
           f"out {tuple(oa.shape)} {ot}, q {tuple(qa.shape)} {qt}")
-    from .checks import as_device_array
-
     la = as_device_array(API, "lse", lse)
     check(tuple(la.shape) == (B, H, Sq) and la.dtype == np.float32 and la.is_c_contiguous(), API,
           "lse must be a contiguous float32 array of shape (batch, heads, seqlen_q)",

@@ -8,6 +8,24 @@ from numba import cuda
 from ..errors import AsyncpipeError, check
 
 
+# torch dtypes the CUDA array interface has no type string for, and the integers of their width that view them
+TORCH_BIT_VIEWS = {"bfloat16": "int16", "float8_e4m3fn": "uint8", "float8_e5m2": "uint8"}
+
+
+def is_torch(x) -> bool:
+    """True for a PyTorch tensor (checked without importing torch)."""
+    return type(x).__module__.startswith("torch") and hasattr(x, "data_ptr")
+
+
+def torch_bits(t):
+    """``t`` viewed as integers of its element width when the CUDA array interface cannot describe its dtype
+    (bfloat16 as int16, float8 as uint8: the same memory); other tensors as they are."""
+    import torch
+
+    bits = TORCH_BIT_VIEWS.get(str(t.dtype).removeprefix("torch."))
+    return t.view(getattr(torch, bits)) if bits else t
+
+
 def as_device_array(api: str, name: str, x):
     """A numba device array viewing ``x`` (anything with ``__cuda_array_interface__``)."""
     if cuda.is_cuda_array(x):

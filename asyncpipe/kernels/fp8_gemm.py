@@ -30,6 +30,7 @@ from ..errors import check
 from ..host.plans import PlanCache, array_key, cached_tensor_map, option_key, run_plan
 from ..jit_cache import jit
 from . import fp8_gemm_kernel as FK
+from .checks import as_device_array, is_torch, torch_bits
 from .fp8_quant import StridedView, dequantize_reference, k_blocks, scale_ld
 
 API = "fp8_gemm"
@@ -98,24 +99,15 @@ def check_fp8_gemm(a_shape, a_dtype, sa_shape, sa_strides, sa_dtype, b_shape, b_
     return M, N, K, ld
 
 
-def _is_torch(x) -> bool:
-    return type(x).__module__.startswith("torch") and hasattr(x, "data_ptr")
-
-
 def _view(name, x):
     """(numba device array with x's bytes, element type name): torch float8 as uint8, torch bf16 as int16; a
     torch dtype that has no place here is refused by its rule (it may have no CUDA array interface at all)."""
-    from .checks import as_device_array
-
-    if _is_torch(x):
-        import torch
-
+    if is_torch(x):
         check(x.is_cuda, API, f"{name} must be on a CUDA device", str(x.device))
         kind = str(x.dtype).removeprefix("torch.")
         allowed, rule = _TYPE_RULES[name]
         check(kind in allowed, API, rule, kind, _SRC_WGMMA if name in ("A", "B") else None)
-        bits = {"float8_e4m3fn": torch.uint8, "bfloat16": torch.int16}.get(kind)
-        return as_device_array(API, name, x.view(bits) if bits is not None else x), kind
+        return as_device_array(API, name, torch_bits(x)), kind
     a = as_device_array(API, name, x)
     return a, a.dtype.name
 
@@ -136,7 +128,7 @@ def fp8_gemm(a, sa, b, sb, out=None, *, stages=None, block_n=128, stream=0):
         ba, _ = _view("B", b)
         m = aa.shape[0] if len(aa.shape) == 2 else 0
         n = ba.shape[0] if len(ba.shape) == 2 else 0
-        if _is_torch(a):
+        if is_torch(a):
             import torch
 
             out = torch.empty((m, n), dtype=torch.bfloat16, device=a.device)

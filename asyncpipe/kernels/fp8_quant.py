@@ -201,10 +201,6 @@ def check_quantize(shape, dtype, contiguous, address) -> tuple[int, int]:
     return M, K
 
 
-def _is_torch(x) -> bool:
-    return type(x).__module__.startswith("torch") and hasattr(x, "data_ptr")
-
-
 class StridedView:
     """An object exposing a CUDA array interface with given shape and byte strides over ``owner``'s memory
     (``cuda.as_cuda_array`` of it is a strided device array view; it keeps ``owner`` alive)."""
@@ -226,16 +222,16 @@ def quantize_fp8_rowwise_blocks(x, *, stream=0):
     """``(q, sa)`` of the M x K bf16 ``x`` (see the module doc): ``q`` M x K e4m3 codes (a uint8 device array;
     torch.float8_e4m3fn for a torch tensor), ``sa`` M x ceil(K/128) float32 scales stored K-block-major
     (strides (1, ld) elements, ld = ``scale_ld(M)``: what ``fp8_gemm`` takes as its A scales)."""
-    from .checks import as_device_array
+    from .checks import as_device_array, is_torch, torch_bits
 
-    torch_in = _is_torch(x)
+    torch_in = is_torch(x)
     if torch_in:
         import torch
 
         check(x.dtype == torch.bfloat16, API, "x must hold bfloat16 (a torch bfloat16 tensor, or its bits in a "
               "uint16/int16 array)", str(x.dtype))
         check(x.is_cuda, API, "x must be on a CUDA device", str(x.device))
-        xa, dtype = as_device_array(API, "x", x.view(torch.int16)), "bfloat16"
+        xa, dtype = as_device_array(API, "x", torch_bits(x)), "bfloat16"
     else:
         xa = as_device_array(API, "x", x)
         dtype = xa.dtype.name
@@ -245,7 +241,7 @@ def quantize_fp8_rowwise_blocks(x, *, stream=0):
     if torch_in:
         q_t = torch.empty((M, K), dtype=torch.float8_e4m3fn, device=x.device)
         blocks_t = torch.empty((kb, ld), dtype=torch.float32, device=x.device)
-        q = as_device_array(API, "q", q_t.view(torch.uint8))
+        q = as_device_array(API, "q", torch_bits(q_t))
         blocks = as_device_array(API, "sa", blocks_t)
     else:
         q = cuda.device_array((M, K), np.uint8, stream=stream or 0)

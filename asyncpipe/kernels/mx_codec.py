@@ -38,7 +38,7 @@ from ..bf16 import bf16_to_float32, gpu_bf16_bits
 from ..errors import check
 from ..formats import mx, nvfp4
 from . import mx_codec_kernel as K
-from .checks import as_device_array
+from .checks import as_device_array, is_torch, torch_bits
 
 VECTOR_BYTES = 16                       # LDG.128 / STG.128: every buffer starts on a 16-byte boundary
 MAX_ELEMENTS = 2**31 - 1                # the kernels' 32-bit indices
@@ -100,19 +100,12 @@ def check_device(api: str, info) -> None:
 # ------------------------------------------------------------------------------------------------
 # Arguments: torch tensors and numba/CuPy arrays
 # ------------------------------------------------------------------------------------------------
-def _is_torch(x) -> bool:
-    return type(x).__module__.startswith("torch") and hasattr(x, "data_ptr")
-
-
 def _arg(api: str, name: str, x):
     """(numba device array, dtype name, torch?) of ``x``; torch bf16 and float8 are seen as their bits."""
-    if _is_torch(x):
-        import torch
-
+    if is_torch(x):
         check(x.is_cuda, api, f"{name} must be on a CUDA device", str(x.device))
         kind = str(x.dtype).replace("torch.", "")
-        bits = {"bfloat16": torch.int16, "float8_e4m3fn": torch.uint8, "float8_e5m2": torch.uint8}.get(kind)
-        return as_device_array(api, name, x.view(bits) if bits is not None else x), kind, True
+        return as_device_array(api, name, torch_bits(x)), kind, True
     a = as_device_array(api, name, x)
     return a, a.dtype.name, False
 
@@ -178,9 +171,7 @@ def _empty(shape, dtype, like_torch, device=None, torch_dtype=None, stream=0):
         import torch
 
         t = torch.empty(shape, dtype=torch_dtype, device=device)
-        view = t.view(torch.uint8) if torch_dtype in (torch.float8_e4m3fn, torch.float8_e5m2) else \
-            t.view(torch.int16) if torch_dtype == torch.bfloat16 else t
-        return t, as_device_array("mx_codec", "out", view)
+        return t, as_device_array("mx_codec", "out", torch_bits(t))
     a = cuda.device_array(shape, dtype, stream=stream or 0)
     return a, a
 
