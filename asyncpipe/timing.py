@@ -2,29 +2,56 @@
 
 from __future__ import annotations
 
+import functools
 import statistics
+import warnings
 from typing import Callable
 
 from numba import cuda
+
+HOLD_NS_PER_CALL = 200_000      # the host time one call may take to enqueue (plan lookup, marshalling): generous
+SLEEP_NS = 1_000                # one nanosleep of the hold kernel
+
+
+@functools.cache
+def _hold_kernel():
+    @cuda.jit
+    def hold(sleeps):
+        """Keeps the stream busy while the host enqueues the timed calls (one thread sleeping)."""
+        for _ in range(sleeps):
+            cuda.nanosleep(SLEEP_NS)
+
+    return hold
 
 
 def time_ms(fn: Callable[[], object], *, warmup: int = 3, reps: int = 20, stream=0) -> float:
     """Median milliseconds of ``fn()`` over ``reps`` calls, each between its own pair of events.
 
-    All calls are queued before the one synchronisation at the end, so while the GPU runs call i the
-    host is already enqueueing call i + 1: each event pair measures the GPU's time for one call, not
-    Python's launch overhead (which would otherwise sit between ``start`` and the kernel on an idle
-    GPU). That holds while a call's host work is shorter than its GPU work: true for every kernel in
-    the bench (milliseconds of GPU time, tens of microseconds of Python)."""
+    The calls are queued behind a kernel that only sleeps (about ``HOLD_NS_PER_CALL`` per call), so
+    the GPU runs them back to back once it wakes: each event pair measures the GPU's time for one
+    call and not Python's launch overhead, even for a kernel of a few microseconds whose host work
+    (plan lookup, argument marshalling) is longer than its GPU work. If the hold ended before the last
+    call was queued, the hold doubles and the timing is taken again (a warning says so)."""
     for _ in range(warmup):
         fn()
     cuda.synchronize()
     events = [(cuda.event(), cuda.event()) for _ in range(reps)]
-    for start, stop in events:
-        start.record(stream)
-        fn()
-        stop.record(stream)
-    events[-1][1].synchronize()
+    held = cuda.event()
+    hold_ns = HOLD_NS_PER_CALL * reps
+    for _ in range(4):
+        _hold_kernel()[1, 1, stream](hold_ns // SLEEP_NS)
+        held.record(stream)
+        for start, stop in events:
+            start.record(stream)
+            fn()
+            stop.record(stream)
+        queued_in_time = not held.query()
+        events[-1][1].synchronize()
+        if queued_in_time:
+            break
+        hold_ns *= 2
+        warnings.warn(f"time_ms: the host queued {reps} calls slower than the hold; holding "
+                      f"{hold_ns / 1e6:.1f} ms and timing again", RuntimeWarning, stacklevel=2)
     return statistics.median(cuda.event_elapsed_time(start, stop) for start, stop in events)
 
 

@@ -19,7 +19,11 @@ PLAN_CACHE_SIZE = 32
 
 def array_key(x) -> tuple | None:
     """``x`` as the GPU sees it: (address, shape, strides, typestr); None for what has no
-    ``__cuda_array_interface__`` (the kernel function's own checks then report it)."""
+    ``__cuda_array_interface__`` (the kernel function's own checks then report it). A torch tensor is
+    keyed on the same facts read from the tensor (strides in elements, torch's dtype name)."""
+    if type(x).__module__.startswith("torch") and hasattr(x, "data_ptr"):
+        # a torch tensor directly: its interface refuses bfloat16 and float8, and building it costs more
+        return x.data_ptr(), tuple(x.shape), tuple(x.stride()), str(x.dtype)
     cai = getattr(x, "__cuda_array_interface__", None)
     if cai is None:
         return None

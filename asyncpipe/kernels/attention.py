@@ -125,7 +125,7 @@ def attention(q, k, v, *, causal=False, softmax_scale=None, out=None, lse=None, 
         else:
             out = cuda.device_array(qa.shape, qa.dtype) if out is None else out
             lse = cuda.device_array((B, H, Sq), np.float32) if lse is None else lse
-    key = (*(array_key(_view(n, x, dtype)[0]) for n, x in (("q", q), ("k", k), ("v", v), ("out", out))),
+    key = (array_key(q), array_key(k), array_key(v), array_key(out),
            array_key(lse), *option_key(bool(causal) if isinstance(causal, (bool, np.bool_)) else causal, softmax_scale,
                                        dtype, stages, pingpong, overlap), id(stream) if stream else 0)
     run_plan(_plans, key, lambda: _plan(q, k, v, out, lse, causal, softmax_scale, dtype, stream, stages, pingpong,

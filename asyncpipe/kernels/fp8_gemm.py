@@ -12,7 +12,7 @@
 - ``sb``: fp32, ceil(N/128) x ceil(K/128), row-major: one scale per 128 x 128 block of B.
 - ``out``: M x N bf16 (a torch bfloat16 tensor, or its bits in a uint16/int16 array); allocated when None.
 
-Any M >= 1; N and K multiples of 128 (partial n-tiles and k-blocks are a later step). The kernel is
+Any M >= 1, N a multiple of 8 and K of 16: partial tiles and k-blocks are handled (TMA zero-fills them). The kernel is
 ``fp8_gemm_kernel.py``; bad input raises ``AsyncpipeError`` (``UnsupportedDeviceError`` without an sm_90
 GPU) naming the rule and the value before anything runs. ``reference`` is the float64 product of the
 dequantized operands; ``benchmark`` times the kernel beside ``torch._scaled_mm``.
@@ -62,15 +62,16 @@ def check_fp8_gemm(a_shape, a_dtype, sa_shape, sa_strides, sa_dtype, b_shape, b_
     check(M >= 1, API, "M (A's rows) must be at least 1", M)
     check(b_shape[1] == K, API, "B (N x K, K-major) must have K = A.shape[1] columns",
           f"A {tuple(a_shape)}, B {tuple(b_shape)}")
-    for name, v in (("N", N), ("K", K)):
-        check(v >= FK.DIM_MULTIPLE and v % FK.DIM_MULTIPLE == 0, API,
-              f"{name} must be a positive multiple of {FK.DIM_MULTIPLE} (the scale blocks; partial tiles are not "
-              "handled yet)", f"{name} = {v}")
-    kb = K // FK.SCALE_BLOCK
-    check(tuple(sa_shape) == (M, kb), API, "sa must be M x K/128 (one scale per 1 x 128 block of A)",
+    check(N >= FK.N_MULTIPLE and N % FK.N_MULTIPLE == 0, API,
+          f"N must be a positive multiple of {FK.N_MULTIPLE} (D's rows are stored as whole 16-byte lines)", f"N = {N}")
+    check(K >= FK.K_MULTIPLE and K % FK.K_MULTIPLE == 0, API,
+          f"K must be a positive multiple of {FK.K_MULTIPLE} (TMA: A's and B's row pitch, K bytes, a multiple of 16)",
+          f"K = {K}", _SRC_TMA)
+    kb = k_blocks(K)
+    check(tuple(sa_shape) == (M, kb), API, "sa must be M x ceil(K/128) (one scale per 1 x 128 block of A)",
           f"sa {tuple(sa_shape)} for M = {M}, K = {K}")
-    check(tuple(sb_shape) == (N // FK.SCALE_BLOCK, kb), API, "sb must be N/128 x K/128 (one scale per 128 x 128 "
-          "block of B)", f"sb {tuple(sb_shape)} for N = {N}, K = {K}")
+    check(tuple(sb_shape) == (k_blocks(N), kb), API, "sb must be ceil(N/128) x ceil(K/128) (one scale per "
+          "128 x 128 block of B)", f"sb {tuple(sb_shape)} for N = {N}, K = {K}")
     check(tuple(d_shape) == (M, N), API, "D must be M x N", f"D {tuple(d_shape)} for M = {M}, N = {N}")
     s_m, s_k = sa_strides
     ld = s_k if kb > 1 else scale_ld(M)
@@ -134,7 +135,7 @@ def fp8_gemm(a, sa, b, sb, out=None, *, stages=None, block_n=128, stream=0):
             out = torch.empty((m, n), dtype=torch.bfloat16, device=a.device)
         else:
             out = cuda.device_array((m, n), np.uint16, stream=stream or 0)
-    key = (*(array_key(_view(nm, x)[0]) for nm, x in (("A", a), ("sa", sa), ("B", b), ("sb", sb), ("D", out))),
+    key = (array_key(a), array_key(sa), array_key(b), array_key(sb), array_key(out),
            *option_key(stages, block_n), id(stream) if stream else 0)
     run_plan(_plans, key, lambda: _plan(a, sa, b, sb, out, stages, block_n, stream))
     return out
@@ -166,13 +167,13 @@ def _plan(a, sa, b, sb, out, stages, block_n, stream):
         contiguous={k: v.is_c_contiguous() for k, v in arrays.items()},
         addresses={"sa": _address(saa), **{k: _address(v) for k, v in arrays.items()}},
         stages=stages, block_n=block_n, smem_limit=info.max_shared_per_block_optin)
-    kb = K // FK.SCALE_BLOCK
+    kb = k_blocks(K)
     # A's scales as TMA sees them: the K-block-major KB x M view (row pitch ld), one box = 128 rows' scales
     sa_t = StridedView(saa, (kb, M), (SCALE_ITEM * ld, SCALE_ITEM), "<f4")
     tma_a = cached_tensor_map(aa, (FK.BM, FK.BK), dtype="uint8", swizzle="128B")
     tma_b = cached_tensor_map(ba, (block_n, FK.BK), dtype="uint8", swizzle="128B")
     tma_sa = cached_tensor_map(sa_t, (1, FK.BM), dtype="float32")
-    tiles_m, tiles_n = math.ceil(M / FK.BM), N // block_n
+    tiles_m, tiles_n = math.ceil(M / FK.BM), math.ceil(N / block_n)
     grid = max(1, min(tiles_m * tiles_n, info.sm_count))
     words = da.reshape(M * N).view(np.uint32)
     kernel = _jit(block_n, int(stages))
@@ -200,26 +201,33 @@ def reference(a_codes, sa, b_codes, sb) -> np.ndarray:
 
 
 def quantize_b_reference(x) -> tuple[np.ndarray, np.ndarray]:
-    """numpy ``(codes, sb)`` of an N x K float array per 128 x 128 block (N, K multiples of 128): scale =
-    amax / 448 (amax floored as ``fp8_quant.AMAX_FLOOR``), codes = e4m3(x * (448 / amax)), as for A."""
+    """numpy ``(codes, sb)`` of an N x K float array per 128 x 128 block (the last ones partial where N or K is
+    not a multiple of 128): scale = amax / 448 (amax floored as ``fp8_quant.AMAX_FLOOR``), codes =
+    e4m3(x * (448 / amax)), as for A."""
     from ..formats.minifloat import E4M3, encode
     from .fp8_quant import AMAX_FLOOR, E4M3_MAX
 
     x = np.asarray(x, np.float32)
     N, K = x.shape
-    blocks = x.reshape(N // FK.SCALE_BLOCK, FK.SCALE_BLOCK, K // FK.SCALE_BLOCK, FK.SCALE_BLOCK)
+    nb, kb = k_blocks(N), k_blocks(K)
+    padded = np.zeros((nb * FK.SCALE_BLOCK, kb * FK.SCALE_BLOCK), np.float32)   # zeros leave amax alone
+    padded[:N, :K] = x
+    blocks = padded.reshape(nb, FK.SCALE_BLOCK, kb, FK.SCALE_BLOCK)
     amax = np.maximum(np.abs(blocks).max(axis=(1, 3)), np.float32(AMAX_FLOOR)).astype(np.float32)
     inv = np.float32(E4M3_MAX) / amax
-    q = (blocks * inv[:, None, :, None]).astype(np.float32).reshape(N, K)
+    q = (blocks * inv[:, None, :, None]).astype(np.float32).reshape(padded.shape)[:N, :K]
     return encode(q, E4M3), (amax / np.float32(E4M3_MAX)).astype(np.float32)
 
 
-def error_bound(a_codes, sa, b_codes, sb, accumulator_bits: int = 13) -> np.ndarray:
-    """The per-element bound the tests assume (float64): bf16's rounding of the result (2^-8 |D|, twice
-    bf16's half ulp) plus the FP8 accumulator's error, 4 k32 additions per 128-block each off by at most
-    2^-accumulator_bits of the block's absolute sum, summed over the blocks: 4 * 2^-bits * (|A| |B|^T)."""
-    absolute = np.abs(dequantize_reference(a_codes, sa)) @ np.abs(dequantize_b_reference(b_codes, sb)).T
-    return 2.0 ** -8 * np.abs(reference(a_codes, sa, b_codes, sb)) + FK.K_STEPS * 2.0 ** -accumulator_bits * absolute
+def error_bound(a_codes, sa, b_codes, sb, rows=None) -> np.ndarray:
+    """The bound of |fp8_gemm - reference| for ``rows`` of D (default all; float64, len(rows) x N), from the FP8
+    wgmma's measured arithmetic (``fp8_gemm_numerics``: every term of a k32 step truncated to 13 bits below
+    the largest), the fp32 promotion and bf16's rounding."""
+    from ..formats.minifloat import E4M3, decode
+    from .fp8_gemm_numerics import error_bound as bound
+
+    rows = np.arange(np.asarray(a_codes).shape[0]) if rows is None else np.asarray(rows)
+    return bound(decode(np.asarray(a_codes), E4M3), sa, decode(np.asarray(b_codes), E4M3), sb, rows)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -233,7 +241,7 @@ def random_operands(rng, m, n, k):
 
     kb = k_blocks(k)
     return (codes((m, k)), rng.uniform(0.5, 2.0, (m, kb)).astype(np.float32), codes((n, k)),
-            rng.uniform(0.5, 2.0, (n // FK.SCALE_BLOCK, kb)).astype(np.float32))
+            rng.uniform(0.5, 2.0, (k_blocks(n), kb)).astype(np.float32))
 
 
 def to_device_scales(sa_host):

@@ -25,9 +25,11 @@ products only (4 wgmma of 32), then goes into a true fp32 accumulator, scaled: t
 that of one 128-long block. Waiting for every k-block's mmas (wait_group 0) idles this warpgroup's share of
 the tensor core during its promotion; the other consumer warpgroup's mmas fill it (DeepGEMM's schedule).
 
-**Edges.** Any M >= 1: TMA zero-fills A's and sa's rows past M (zeros add nothing), every box still
-delivers its full bytes (the expected tx-count is constant) and the stores are predicated. N and K are
-multiples of 128 (``fp8_gemm`` checks it): no partial n-tile or k-block.
+**Edges.** Any M >= 1, N a multiple of 8, K a multiple of 16 (``fp8_gemm`` checks them). TMA zero-fills
+what lies past the tensor: A's and sa's rows past M, B's rows past N, A's and B's columns past K (a zero
+product adds nothing, so the last, partial k-block needs no code of its own); every box still delivers its
+full bytes (the expected tx-count is constant). The stores are predicated on row < M and column < N; the
+scales of a partial block are ordinary entries of sa and sb (ceil(K/128) of them per row).
 
 **Registers.** acc (total) and acc_blk: BN / 2 fp32 each, 128 per thread at BN = 128, plus addressing,
 within the consumers' 232. Launch bounds (384, 1): 168 at launch; 128 x 40 + 256 x 232 = 64512 <= 65536.
@@ -63,7 +65,8 @@ REGISTER_FILE = 65536
 SMEM_ALIGN = W.SWIZZLE_ATOM_BYTES["128B"]   # 128B-swizzled tiles start on 1024-byte boundaries
 BARRIER_BYTES = 8
 MIN_STAGES, MAX_STAGES = 2, 8
-DIM_MULTIPLE = SCALE_BLOCK          # N and K: multiples of 128 (edges are a later step)
+N_MULTIPLE = 8                      # D's rows: whole 16-byte lines of bf16 (the stores write bf16 pairs)
+K_MULTIPLE = 16                     # A's and B's rows: TMA's 16-byte global stride rule (e4m3: 1 byte)
 
 A_BYTES = BM * BK * ELEM_BYTES      # 16 KB
 SA_BYTES = BM * SCALE_BYTES         # 512: the k-block's scales of the tile's 128 rows
@@ -126,7 +129,7 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, sb, d, M, N, K, tiles_m, tiles_n):
     wg = tid // 128                                  # warpgroup: 0 producer, 1..2 consumers
     base = ptx.cvta_to_shared_u32(ptx.addr(smem, 0))
     pad = (SMEM_ALIGN - (base & (SMEM_ALIGN - 1))) & (SMEM_ALIGN - 1)
-    k_blocks = K // BK
+    k_blocks = (K + BK - 1) // BK                    # the last one may be partial (zero-filled past K)
 
     # ---- prologue: the ring's barriers, visible to TMA ---------------------------------------------
     if tid == 0:
@@ -208,10 +211,12 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, sb, d, M, N, K, tiles_m, tiles_n):
             # (columns n0 + 8 j + 2 q and + 1 are the word (n0 + 8 j + 2 q) / 2 of the row's N / 2)
             for h in unroll(2):
                 r = tm * BM + row_t + 8 * h
-                if r < M:                            # the columns are < N: N is a multiple of BN
-                    word = r * (N >> 1) + ((tn * BN) >> 1) + t % 4
+                if r < M:
+                    col = tn * BN + 2 * (t % 4)          # the thread's first column; N is even: pairs are whole
+                    word = r * (N >> 1) + (col >> 1)
                     for j in unroll(BN // 8):
-                        d[word + 4 * j] = ptx.cvt_rn_bf16x2_f32(acc[4 * j + 2 * h + 1], acc[4 * j + 2 * h])
+                        if col + 8 * j < N:
+                            d[word + 4 * j] = ptx.cvt_rn_bf16x2_f32(acc[4 * j + 2 * h + 1], acc[4 * j + 2 * h])
             tm, tn = next_tile(tm, tn, cuda.gridDim.x, tiles_m)
 
 
