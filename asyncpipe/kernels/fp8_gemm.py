@@ -121,9 +121,17 @@ def _address(a) -> int:
     return a.__cuda_array_interface__["data"][0] if hasattr(a, "__cuda_array_interface__") else 0
 
 
-def fp8_gemm(a, sa, b, sb, out=None, *, stages=None, block_n=128, stream=0):
-    """D = (A * sa) (B * sb)^T in bf16 (see the module doc); returns ``out``. ``stages``: ring depth, by
-    default the most that fit (``fp8_gemm_kernel.max_stages``: 6 on the H200)."""
+def choose_block_n(m: int, n: int, sm_count: int) -> int:
+    """The tile width ``fp8_gemm`` takes by default: 128, or 64 when 128-wide tiles would leave SMs idle (small M:
+    a decoding step's GEMM streams B through as many SMs as it can)."""
+    tiles = math.ceil(m / FK.BM) * math.ceil(n / 128)
+    return 128 if tiles >= sm_count else 64
+
+
+def fp8_gemm(a, sa, b, sb, out=None, *, stages=None, block_n=None, stream=0):
+    """D = (A * sa) (B * sb)^T in bf16 (see the module doc); returns ``out``. ``block_n``: the tile's width, one of
+    ``fp8_gemm_kernel.BLOCK_NS``, by default ``choose_block_n``'s. ``stages``: ring depth, by default the most
+    that fit (``fp8_gemm_kernel.max_stages``: 6 at 128 wide on the H200, 8 at 64)."""
     if out is None:
         aa, _ = _view("A", a)
         ba, _ = _view("B", b)
@@ -159,6 +167,8 @@ def _plan(a, sa, b, sb, out, stages, block_n, stream):
                                                            (("A", a), ("sa", sa), ("B", b), ("sb", sb), ("D", out)))
     info = device_info(API)
     check_cc(info, API, (9, 0), "needs compute capability 9.0 (FP8 wgmma, TMA: sm_90a)")
+    if block_n is None and len(aa.shape) == 2 and len(ba.shape) == 2:
+        block_n = choose_block_n(aa.shape[0], ba.shape[0], info.sm_count)
     stages = FK.max_stages(block_n, info.max_shared_per_block_optin) if stages is None else stages
     arrays = {"A": aa, "B": ba, "sb": sba, "D": da}
     M, N, K, ld = check_fp8_gemm(
@@ -272,7 +282,10 @@ def benchmark(m: int, n: int, k: int, *, stages=None, reps: int = 20) -> dict:
     run()                                            # compile and check outside the timing
     ms = time_ms(run, reps=reps)
     used = stages if stages is not None else "auto"
-    record = {"kernel": f"fp8_gemm_e4m3_blockscaled_bn128_s{used}", "shape": [m, n, k], "ms": ms,
+    from ..host import device_info
+
+    bn = choose_block_n(m, n, device_info(API).sm_count)
+    record = {"kernel": f"fp8_gemm_e4m3_blockscaled_bn{bn}_s{used}", "shape": [m, n, k], "ms": ms,
               "tflops": tflops(2.0 * m * n * k, ms), "vs": {}}
     for mode, t in _scaled_mm_tflops(a, b, reps).items():
         record[f"scaled_mm_{mode}_tflops"] = t
@@ -308,5 +321,5 @@ def _scaled_mm_tflops(a, b, reps) -> dict:
     return out
 
 
-__all__ = ["API", "fp8_gemm", "check_fp8_gemm", "reference", "error_bound", "benchmark", "quantize_b_reference",
+__all__ = ["API", "fp8_gemm", "choose_block_n", "check_fp8_gemm", "reference", "error_bound", "benchmark", "quantize_b_reference",
            "dequantize_b_reference", "random_operands", "to_device_scales"]

@@ -11,7 +11,7 @@ per 128 x 128 block (``sb``, ceil(N/128) x ceil(K/128), row-major). The host sid
     │     TMA B   BN rows x 128 K (128B swizzle)
     │     TMA sa  this k-block's 128 row scales (one 512-byte box of the K-block-major scales)
     └── warpgroups 1 and 2, the consumers: setmaxnreg.inc 232; each owns 64 rows of the tile:
-          sb_k = sb[n block, kb]                           a global load, in flight across the wait
+          sb_k = sb[n block, kb]                           loaded one k-block ahead (an L2 round trip)
           consumer_wait(full, st)
           4 x wgmma m64nBNk32 e4m3 into acc_blk            scale-d 0 on the first: a fresh fp32 block sum
           commit; read the thread's two row scales from the stage
@@ -51,8 +51,9 @@ BM = 2 * W.WGMMA_M                  # rows of D per CTA: two consumer warpgroups
 BK = W.SWIZZLE_128B_ROW_BYTES       # 128 one-byte e4m3 = one 128-byte swizzle row = one scale block of K
 SCALE_BLOCK = 128                   # sa: 1 x 128 blocks; sb: 128 x 128 blocks (DeepGEMM's granularity)
 K_STEPS = BK // W.WGMMA_K_8BIT      # 4 k32 wgmma per k-block
-BLOCK_NS = (128,)                   # BN: one sb value per k-block per tile (BN = sb's block); 256 would need
-                                    # 2 x 128 accumulators per thread beside the addressing: over 232
+BLOCK_NS = (64, 128)                # BN divides sb's 128: one B scale per tile and k-block. 64 doubles the tiles
+                                    # of a small-M problem; 256 would need 2 x 128 accumulators per thread
+                                    # beside the addressing: over 232
 ELEM_BYTES = 1                      # e4m3
 SCALE_BYTES = 4                     # fp32 scales
 CONSUMERS = 2
@@ -177,8 +178,14 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, sb, d, M, N, K, tiles_m, tiles_n):
         while tn < tiles_n:
             for i in unroll(N2):
                 acc[i] = float32(0.0)
+            sb_row = (tn * BN) // SCALE_BLOCK * k_blocks   # BN <= 128 divides 128: one B scale per tile, k-block
+            sb_next = sb[sb_row]
             for kb in range(k_blocks):
-                sb_k = sb[tn * k_blocks + kb]        # BN = 128: one B scale per tile and k-block
+                # B's scale, loaded one k-block ahead: a load issued here would hold up the block's last wgmma
+                # (its scale product is scheduled before it) for an L2 round trip, every k-block
+                sb_k = sb_next
+                if kb + 1 < k_blocks:
+                    sb_next = sb[sb_row + kb + 1]
                 consumer_wait(full, st)
                 a_addr = base + pad + st.stage * STAGE_BYTES + row_wg * W.SWIZZLE_128B_ROW_BYTES
                 b_addr = base + pad + st.stage * STAGE_BYTES + A_BYTES

@@ -82,7 +82,7 @@ def test_check_accepts_and_reports():
                                       "[cuTensorMapEncodeTiled], got address 0x3004 (4 bytes past one)"),
     (dict(addresses=dict(D=0x5002)), "fp8_gemm: D must start on a 4-byte boundary, got address 0x5002 (2 bytes past "
                                      "one)"),
-    (dict(block_n=256), "fp8_gemm: block_n must be one of (128,) (one sb value per tile and k-block), got 256"),
+    (dict(block_n=256), "fp8_gemm: block_n must be one of (64, 128) (one sb value per tile and k-block), got 256"),
     (dict(stages=1), "fp8_gemm: stages must be an integer in 2..8, got 1"),
     (dict(stages=6.0), "fp8_gemm: stages must be an integer in 2..8, got 6.0"),
     (dict(stages=7), "fp8_gemm: stages x (stage bytes + 2 barriers) + 1024 alignment slack must fit the 232448 bytes "
@@ -133,10 +133,18 @@ def test_quantize_check_messages(args, message):
     assert check_quantize((3, 272), "bfloat16", True, 0x100) == (3, 272)
 
 
+def test_block_n_follows_the_tile_count():
+    """128-wide tiles while they fill the SMs; 64 for the small-M shapes that would leave SMs idle."""
+    assert G.choose_block_n(4096, 4096, 132) == 128 and G.choose_block_n(1024, 2112, 132) == 128
+    assert G.choose_block_n(64, 7168, 132) == 64 and G.choose_block_n(512, 2112, 132) == 64
+    assert G.choose_block_n(512, 7168, 132) == 128          # 4 x 56 = 224 tiles
+
+
 def test_stage_budget():
     """A stage is A (16 KB) + B (16 KB) + 128 scales, rounded to 33 KB; six fit in 227 KB."""
     assert FK.stage_tx(128) == 128 * 128 * 2 + 512 and FK.stage_bytes(128) == 33 * 1024
     assert FK.max_stages(128, H200_SMEM) == 6 and FK.block_shared_bytes(128, 6) <= H200_SMEM
+    assert FK.stage_bytes(64) == 25 * 1024 and FK.max_stages(64, H200_SMEM) == 8
     assert FK.PRODUCER_REGS * 128 + FK.CONSUMER_REGS * 256 <= FK.REGISTER_FILE
 
 
@@ -214,15 +222,17 @@ def test_bound_holds_for_the_model(outliers, rng):
 # Offline SASS
 # ---------------------------------------------------------------------------------------------
 @pytest.mark.sass
-def test_fp8_gemm_sass():
+@pytest.mark.parametrize("block_n", FK.BLOCK_NS)
+def test_fp8_gemm_sass(block_n):
     from tests.sass import assert_sass
 
-    cubin = assert_sass(FK.make_kernel(), FK.kernel_argtypes(), has=("UTMALDG.2D", "USETMAXREG", "QGMMA"),
+    kernel = FK.make_kernel(block_n=block_n, stages=FK.max_stages(block_n, H200_SMEM))
+    cubin = assert_sass(kernel, FK.kernel_argtypes(), has=("UTMALDG.2D", "USETMAXREG", "QGMMA"),
                         lacks=("CALL", "LDL", "STL"), launch_bounds=FK.LAUNCH_BOUNDS)
     sass, ops = cubin.sass, cubin.opcodes
     print(cubin.resources, "QGMMA:", sum(o.startswith("QGMMA") for o in ops), "FFMA:", ops.count("FFMA"))
     # four k32 e4m3 wgmma per k-block, the first with scale-d 0 (no C input: "RZ, !UPT"), the last committed
-    q = [line for line in sass.splitlines() if re.search(r"\bQGMMA\.64x128x32\.F32\.E4M3\.E4M3\s", line)]
+    q = [line for line in sass.splitlines() if re.search(rf"\bQGMMA\.64x{block_n}x32\.F32\.E4M3\.E4M3\s", line)]
     assert len(q) == FK.K_STEPS, "\n".join(q) or sass
     assert "RZ, !UPT" in q[0] and not any("RZ, !UPT" in line for line in q[1:])
     assert "gsb0" in q[-1]
@@ -230,8 +240,8 @@ def test_fp8_gemm_sass():
     # A, B and A's scales: three TMA loads per k-block
     assert ops.count("UTMALDG.2D") == 3
     # the promotion: one FFMA per accumulator (64), the scales' product (2 FMUL), bf16 pairs out
-    assert ops.count("FFMA") == FK.W.accumulators(128)
-    assert ops.count("F2FP.BF16.F32.PACK_AB") == FK.W.accumulators(128) // 2
+    assert ops.count("FFMA") == FK.W.accumulators(block_n)
+    assert ops.count("F2FP.BF16.F32.PACK_AB") == FK.W.accumulators(block_n) // 2
     assert re.findall(r"USETMAXREG\.DEALLOC\.CTAPOOL (0x[0-9a-f]+)", sass) == [hex(FK.PRODUCER_REGS)]
     assert re.findall(r"USETMAXREG\.TRY_ALLOC\.CTAPOOL UP\d, (0x[0-9a-f]+)", sass) == [hex(FK.CONSUMER_REGS)]
     assert cubin.resources.registers == FK.REGISTER_FILE // FK.THREADS // 8 * 8 and cubin.resources.local == 0
@@ -272,10 +282,11 @@ def within_bound(got, a, sa, b, sb, seed=0):
     return worst <= 1.0
 
 
-def run_gpu(a, sa, b, sb, stages=None):
+def run_gpu(a, sa, b, sb, stages=None, block_n=None):
     m, n = a.shape[0], b.shape[0]
     d = cuda.to_device(np.full((m, n), 0x7FC0, np.uint16))          # NaN: every element must be written
-    fp8_gemm(cuda.to_device(a), G.to_device_scales(sa), cuda.to_device(b), cuda.to_device(sb), d, stages=stages)
+    fp8_gemm(cuda.to_device(a), G.to_device_scales(sa), cuda.to_device(b), cuda.to_device(sb), d, stages=stages,
+             block_n=block_n)
     got = bf16_to_float32(d.copy_to_host()).astype(np.float64)
     assert not np.isnan(got).any()
     return got
@@ -350,10 +361,10 @@ def test_fp8_gemm_quantized_gpu(shape, outliers, rng):
 
 @pytest.mark.gpu
 @pytest.mark.hopper
-@pytest.mark.parametrize("stages", [2, 4])
-def test_fp8_gemm_stages_gpu(stages, rng):
-    a, sa, b, sb = G.random_operands(rng, 300, 512, 1536)
-    assert within_bound(run_gpu(a, sa, b, sb, stages), a, sa, b, sb)
+@pytest.mark.parametrize("block_n, stages", [(128, 2), (128, 4), (64, 3), (64, 8)])
+def test_fp8_gemm_configurations_gpu(block_n, stages, rng):
+    a, sa, b, sb = G.random_operands(rng, 300, 520, 1552)
+    assert within_bound(run_gpu(a, sa, b, sb, stages, block_n), a, sa, b, sb)
 
 
 @pytest.mark.gpu
