@@ -156,9 +156,16 @@ _captured: list | None = None          # benchmark(): the prepared launches of o
 
 
 def _launch(api, name, fmt, lanes, info, *args, stream=0):
+    """Launch kernel ``name`` once; under ``benchmark`` also keep the prepared launch to run it again.
+
+    The launch keeps its arrays (``keep=args``): a ``PreparedLaunch`` holds raw device pointers only, and
+    benchmark's launches outlive the call that prepared them, which drops its outputs (and quantize_nvfp4 its
+    amax word) on return. Without it numba frees those buffers (its 11th pending free flushes them all, and each
+    timing's 41 events are pending frees too) and the timed launches write into freed memory: benchmark(1 << 30)
+    on the H200 stopped with CUDA_ERROR_ILLEGAL_ADDRESS at its first timing's first synchronize."""
     from ..host.launch import prepare_launch
 
-    launch = prepare_launch(_jit(name, fmt), _grid(lanes, info), K.THREADS, *args, stream=stream,
+    launch = prepare_launch(_jit(name, fmt), _grid(lanes, info), K.THREADS, *args, stream=stream, keep=args,
                             _once=_captured is None)
     launch()
     if _captured is not None:

@@ -4,7 +4,9 @@
 Every array is seen flat. A block (32 elements for MX, 16 for NVFP4) lies inside one row because the row length
 is a multiple of the block size, so a C-contiguous ``(..., K)`` array is a flat run of blocks and its scales
 ``(..., K / block)`` a flat run of one byte per block. Each kernel walks *lanes* (a lane: the elements one
-thread converts per step), grid-stride, 32-bit indices (the host refuses 2^31 elements or more):
+thread converts per step), grid-stride. The indices are 64-bit (numba types ``blockIdx.x * THREADS + ...`` as
+int64: the PTX compares and addresses in s64); the counts come in as int32, hence the host's limit of fewer than
+2^31 elements:
 
 =====================  ===============  =========================================================  ==========
 kernel                 elements a lane  memory per lane and step                                   amax
@@ -30,8 +32,9 @@ one, so 1024 resident threads per SM (half occupancy) already hold 32-64 KB. The
 16-byte vector loads and stores (``asyncpipe.kernels.vector``), coalesced (a warp's lanes cover one contiguous
 512 B-2 KB span), with the block amax as an integer maximum of the bf16 magnitudes in registers (one
 ``shfl.xor`` where two lanes share a block). The target (at least 0.85x the device-to-device copy at 1 GiB) is
-to be measured on the H200; where it falls short the first suspects are the FP4 kernels' integer work (E2M1
-rounding in software) and NVFP4's per-element IEEE division, not the memory path.
+to be measured on the H200; where it falls short the first suspect is the FP4 kernels' integer work (E2M1
+rounding in software), not the memory path. NVFP4 does not divide per element (below): an IEEE ``div.rn.f32``
+is about ten instructions and a ``CALL`` to its slow path, 32 of them per lane and step.
 
 **The arithmetic**, exactly the references':
 
@@ -46,8 +49,18 @@ rounding in software) and NVFP4's per-element IEEE division, not the memory path
   ``e = max(floor(log2 a), 0)`` from the float's exponent bits, ``n = rint(a * 2^(1 - e))`` by adding 2^23
   (the float32 sum is rounded to nearest even, its low bits are n), code ``2e + n`` and the sign bit.
 - NVFP4: tensor scale s_t given, or fl(amax / 2688) of the finite values (a separate amax pass); block
-  scale ``E4M3(fl(fl(amax_b / 6) / s_t))``; elements ``E2M1(fl(x / fl(decode(scale) * s_t)))`` with IEEE
-  float32 division (``div.rn.f32``), x itself where x is zero.
+  scale ``E4M3(fl(fl(amax_b / 6) / s_t))`` (two IEEE divisions a block); elements
+  ``E2M1(fl(x / d))``, d = ``fl(decode(scale) * s_t)``, x itself where x is zero, decided without dividing.
+  The code of fl(y), y = |x| / d, counts the E2M1 rounding boundaries fl(y) passes, and each is a boundary of
+  y: fl(y) > T <=> y > T + ulp(T)/2 for T = 0.25, 1.25, 2.5, 5 (the midpoint rounds to T, whose significand is
+  even) and fl(y) >= T <=> y >= T - ulp(T)/2 for T = 0.75, 1.75, 3.5. Such a midpoint M has 25 significant
+  bits, so M * d is exact in float64 (49 bits; no float64 underflow or overflow for any float32 d) and, for d
+  > 0, never a float32 (the odd part of M's numerator exceeds 2^24): no float32 x has y = M, and
+  y > M <=> |x| > M * d <=> |x| > RD(M * d), RD the float32 rounding down (``cvt.rm.f32.f64``). Per block:
+  seven DMUL and conversions; per element: three comparisons of |x| with those thresholds (a binary search:
+  they ascend) and its sign bit. d = 0 makes every threshold 0 (x / 0 is +-inf: code 7, and x = 0 stays 0),
+  d = inf makes them inf (code 0). Checked against the reference's division for every finite bf16 x with
+  thousands of d, those that put x / d next to a midpoint included (tests/kernels/test_mx_codec.py).
 - Dequantize: FP8/FP4 codes decoded by shifting their bits into a float32's exponent and mantissa fields and
   multiplying by the bias difference (2^120 E4M3, 2^112 E5M2, 2^126 E2M1: exact, subnormals included, since
   float32 subnormals are laid out the same way), NaN/inf codes by their exponent field, then times the scale
@@ -58,7 +71,7 @@ rounding in software) and NVFP4's per-element IEEE division, not the memory path
 from __future__ import annotations
 
 import numpy as np
-from numba import cuda, float32, int32, uint8, uint32
+from numba import cuda, float32, float64, int32, uint8, uint32
 
 from .. import ptx
 from ..ptx._registry import simulating
@@ -92,6 +105,10 @@ E5M2_SHIFT, E5M2_REBIAS_BITS = 21, (127 + 112) << 23
 E2M1_SHIFT, E2M1_REBIAS_BITS = 22, (127 + 126) << 23
 E4M3_SPECIAL_ADD = 0x78000000           # 0x7F << 20 plus this: 0x7FF00000, a NaN
 E5M2_SPECIAL_ADD = 0x70000000           # 0x7C << 21 plus this: 0x7F800000, inf (0x7D..0x7F: NaN)
+# NVFP4's element rounding without division (module doc): the midpoints M of y = |x| / d that fl(y)'s E2M1 code
+# steps at, T + ulp(T)/2 where fl(y) = T rounds down (0.25, 1.25, 2.5, 5), T - ulp(T)/2 where it rounds up
+E2M1_MIDPOINTS = (0.25 + 2.0**-26, 0.75 - 2.0**-25, 1.25 + 2.0**-24, 1.75 - 2.0**-24, 2.5 + 2.0**-23,
+                  3.5 - 2.0**-23, 5.0 + 2.0**-22)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -120,7 +137,20 @@ def _f32_bits_sim(x):
     return np.array([x], np.float32).view(np.uint32)[0]
 
 
+def _f32_rd_sim(p):
+    """The float32 of the float64 ``p`` rounded down: numpy rounds to nearest, then one step down if above."""
+    with np.errstate(over="ignore"):
+        c = np.float32(p)
+    return np.nextafter(c, np.float32(-np.inf)) if np.float64(c) > p else c
+
+
 f32_bits = _f32_bits_sim if simulating() else _gpu_bits_intrinsic()
+if simulating():
+    f32_rd = _f32_rd_sim
+else:
+    from numba.cuda import libdevice
+
+    f32_rd = libdevice.double2float_rd                   # cvt.rm.f32.f64
 cvt_e4m3x2 = ptx.cvt_rn_satfinite_e4m3x2_f32
 cvt_e5m2x2 = ptx.cvt_rn_satfinite_e5m2x2_f32
 cvt_bf16x2 = ptx.cvt_rn_bf16x2_f32
@@ -171,18 +201,35 @@ def _e2m1_word(w0, w1, w2, w3, f):
 
 
 @cuda.jit(device=True, inline="always")
-def _e2m1_div(x, d):
-    """The E2M1 code of x / d (IEEE division), of x itself where x is zero (0 / 0 would be NaN)."""
-    return _e2m1(x if x == float32(0) else x / d)
+def _e2m1_cuts(d):
+    """The seven float32 thresholds (ascending) of a block whose divisor is ``d``: the E2M1 code of fl(|x| / d)
+    is the number of them that |x| exceeds (module doc)."""
+    d64 = float64(d)
+    return (f32_rd(d64 * E2M1_MIDPOINTS[0]), f32_rd(d64 * E2M1_MIDPOINTS[1]), f32_rd(d64 * E2M1_MIDPOINTS[2]),
+            f32_rd(d64 * E2M1_MIDPOINTS[3]), f32_rd(d64 * E2M1_MIDPOINTS[4]), f32_rd(d64 * E2M1_MIDPOINTS[5]),
+            f32_rd(d64 * E2M1_MIDPOINTS[6]))
 
 
 @cuda.jit(device=True, inline="always")
-def _e2m1_word_div(w0, w1, w2, w3, d):
-    """As ``_e2m1_word`` for x / d (NVFP4)."""
-    return (_e2m1_div(_lo(w0), d) | (_e2m1_div(_hi(w0), d) << uint32(4)) | (_e2m1_div(_lo(w1), d) << uint32(8))
-            | (_e2m1_div(_hi(w1), d) << uint32(12)) | (_e2m1_div(_lo(w2), d) << uint32(16))
-            | (_e2m1_div(_hi(w2), d) << uint32(20)) | (_e2m1_div(_lo(w3), d) << uint32(24))
-            | (_e2m1_div(_hi(w3), d) << uint32(28)))
+def _e2m1_cut(x, c):
+    """The E2M1 code of fl(x / d) (x itself where x is zero) from the block's thresholds ``c``
+    (``_e2m1_cuts(d)``): a binary search, three comparisons of |x|, and x's sign bit."""
+    a = abs(x)
+    b2 = a > c[3]
+    b1 = a > (c[5] if b2 else c[1])
+    b0 = a > ((c[6] if b1 else c[4]) if b2 else (c[2] if b1 else c[0]))
+    z = uint32(0)                                        # selects of constants: no bool-to-int shifts in SASS
+    return (((f32_bits(x) >> uint32(28)) & uint32(8)) | (uint32(4) if b2 else z) | (uint32(2) if b1 else z)
+            | (uint32(1) if b0 else z))
+
+
+@cuda.jit(device=True, inline="always")
+def _e2m1_word_cut(w0, w1, w2, w3, c):
+    """As ``_e2m1_word`` for fl(x / d) (NVFP4), ``c`` the block's ``_e2m1_cuts(d)``."""
+    return (_e2m1_cut(_lo(w0), c) | (_e2m1_cut(_hi(w0), c) << uint32(4)) | (_e2m1_cut(_lo(w1), c) << uint32(8))
+            | (_e2m1_cut(_hi(w1), c) << uint32(12)) | (_e2m1_cut(_lo(w2), c) << uint32(16))
+            | (_e2m1_cut(_hi(w2), c) << uint32(20)) | (_e2m1_cut(_lo(w3), c) << uint32(24))
+            | (_e2m1_cut(_hi(w3), c) << uint32(28)))
 
 
 @cuda.jit(device=True, inline="always")
@@ -287,8 +334,8 @@ def _nvfp4_block(w0, w1, w2, w3, w4, w5, w6, w7, s_t):
               max(max(_magnitude(w4), _magnitude(w5)), max(_magnitude(w6), _magnitude(w7))))
     amax = f32_from_bits(uint32(mag) << uint32(16))
     code = cvt_e4m3x2(float32(0), (amax / float32(E2M1_MAX)) / s_t) & uint32(0xFF)
-    d = _e4m3_value(code) * s_t
-    lo, hi = _e2m1_word_div(w0, w1, w2, w3, d), _e2m1_word_div(w4, w5, w6, w7, d)
+    c = _e2m1_cuts(_e4m3_value(code) * s_t)
+    lo, hi = _e2m1_word_cut(w0, w1, w2, w3, c), _e2m1_word_cut(w4, w5, w6, w7, c)
     if mag >= BF16_INF_BITS:                             # a NaN or an infinity: NaN scale, codes 0
         code, lo, hi = uint32(E4M3_NAN), uint32(0), uint32(0)
     return code, lo, hi

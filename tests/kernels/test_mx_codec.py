@@ -1,6 +1,11 @@
 """The block-scaled format codecs (MXFP8 E4M3/E5M2, MXFP4, NVFP4): every input rule's message (no GPU), the
 kernels' SASS offline, and on the GPU bit for bit against ``asyncpipe.formats`` (through
-``mx_codec.reference``) on fresh random data, into poisoned outputs. The simulator run: tests/sim/test_mx_codec.py."""
+``mx_codec.reference``) on fresh random data, into poisoned outputs. The simulator run: tests/sim/test_mx_codec.py
+and the tests here marked ``simulator_too`` (NVFP4's rounding thresholds, benchmark's buffer lifetimes)."""
+
+import gc
+import importlib
+import weakref
 
 import numpy as np
 import pytest
@@ -208,6 +213,94 @@ def test_reference_round_trip_by_hand():
 
 
 # ---------------------------------------------------------------------------------------------
+# NVFP4's elements without division: the thresholds' arithmetic (numpy, as the kernel does it) against the
+# reference's E2M1(fl(x / d)), every finite bf16 x
+# ---------------------------------------------------------------------------------------------
+FINITE_BF16 = (np.arange(0x10000, dtype=np.uint32) << 16).view(np.float32)
+FINITE_BF16 = FINITE_BF16[np.isfinite(FINITE_BF16)]
+
+
+def f32_rd(p):
+    """float32 of the float64 array ``p`` rounded down (numpy rounds to nearest: then a step down if above)."""
+    with np.errstate(over="ignore"):
+        c = p.astype(np.float32)
+    return np.where(c.astype(np.float64) > p, np.nextafter(c, np.float32(-np.inf)), c)
+
+
+def f32_rn(p):
+    with np.errstate(over="ignore"):
+        return p.astype(np.float32)
+
+
+def e2m1_cuts(d, rounded=f32_rd, midpoints=K.E2M1_MIDPOINTS):
+    """``mx_codec_kernel._e2m1_cuts`` over an array of float32 divisors: (7, d.size) thresholds RD(M d)."""
+    d64 = np.asarray(d, np.float32).astype(np.float64)
+    return np.stack([rounded(d64 * m) for m in midpoints])
+
+
+def e2m1_codes_by_cuts(x, d, rounded=f32_rd, cuts=None):
+    """``_e2m1_cut``: E2M1 codes of x (n, m) for the divisors d (n,), by binary search over the thresholds
+    (``cuts``: others than ``e2m1_cuts(d, rounded)``)."""
+    c = (e2m1_cuts(d, rounded) if cuts is None else cuts)[:, :, None]
+    a = np.abs(x)
+    b2 = a > c[3]
+    b1 = a > np.where(b2, c[5], c[1])
+    b0 = a > np.where(b2, np.where(b1, c[6], c[4]), np.where(b1, c[2], c[0]))
+    sign = (x.view(np.uint32) >> 28) & 8
+    return (sign | b2 << 2 | b1 << 1 | b0).astype(np.uint8)
+
+
+def e2m1_codes_by_division(x, d):
+    """The reference's element codes: E2M1(fl(x / d)), x itself where x is zero (asyncpipe.formats.nvfp4)."""
+    from asyncpipe.formats.minifloat import E2M1, encode
+
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        q = np.where(x == 0, x, x / np.asarray(d, np.float32)[:, None]).astype(np.float32)
+    return encode(q, E2M1)
+
+
+def near_midpoint_divisors(k=1):
+    """Divisors d whose x / d lies on or next to a rounding midpoint or an E2M1 value (a tie of the final
+    rounding) for some positive finite bf16 x = b: RN(b / M) and its k float32 neighbours each side, with the
+    x beside each: (d, x (n, 6): b's bf16 neighbours and b, both signs)."""
+    b = np.arange(1, 0x7F80, dtype=np.uint32)
+    ds, xs = [], []
+    for m in K.E2M1_MIDPOINTS + (0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0):
+        with np.errstate(over="ignore", under="ignore"):
+            q = ((b << 16).view(np.float32).astype(np.float64) / m).astype(np.float32).view(np.uint32)
+        for step in range(-k, k + 1):
+            ds.append(np.clip(q.astype(np.int64) + step, 0, 0x7F800000).astype(np.uint32).view(np.float32))
+            xs.append(b)
+    d, b = np.concatenate(ds), np.concatenate(xs)
+    near = np.stack([b - 1, b, b + 1], axis=1)
+    x = (np.concatenate([near, near | 0x8000], axis=1) << 16).view(np.float32)
+    keep = np.isfinite(x).all(axis=1)
+    return d[keep], x[keep]
+
+
+def test_nvfp4_thresholds_round_as_the_division_does():
+    """Every finite bf16 x against: each E4M3 scale (zero included) times tensor scales from 2^-149 to FLT_MAX,
+    float32 divisors of every exponent (0, subnormals, inf), and divisors chosen so that x / d sits on or next
+    to a rounding midpoint; the same data with the thresholds rounded to nearest instead fails (it is hard)."""
+    from asyncpipe.formats.minifloat import E4M3
+
+    rng = np.random.default_rng(20)
+    tensor_scales = np.array([1.0, 3e-38, 2**-149, 1e30, 3.4028235e38]
+                             + list(np.exp(rng.uniform(np.log(1e-44), np.log(3e38), 2))), np.float32)
+    with np.errstate(over="ignore"):
+        scaled = (E4M3.table[:0x7F][None, :] * tensor_scales[:, None]).astype(np.float32).ravel()
+    any_exponent = rng.integers(0, 0x7F800001, 200, dtype=np.uint32).view(np.float32)
+    d_near, x_near = near_midpoint_divisors()
+    d_all = np.concatenate([scaled, any_exponent, rng.choice(d_near, 200), np.float32([0, np.inf])])
+    for i in range(0, d_all.size, 128):
+        d = d_all[i:i + 128]
+        x = np.broadcast_to(FINITE_BF16, (d.size, FINITE_BF16.size))
+        np.testing.assert_array_equal(e2m1_codes_by_cuts(x, d), e2m1_codes_by_division(x, d), f"d {d}")
+    np.testing.assert_array_equal(e2m1_codes_by_cuts(x_near, d_near), e2m1_codes_by_division(x_near, d_near))
+    assert (e2m1_codes_by_cuts(x_near, d_near, f32_rn) != e2m1_codes_by_division(x_near, d_near)).any()
+
+
+# ---------------------------------------------------------------------------------------------
 # Offline SASS
 # ---------------------------------------------------------------------------------------------
 KERNELS = [("mxfp8_quantize", "e4m3"), ("mxfp8_quantize", "e5m2"), ("mxfp4_quantize", None),
@@ -216,9 +309,12 @@ KERNELS = [("mxfp8_quantize", "e4m3"), ("mxfp8_quantize", "e5m2"), ("mxfp4_quant
 # per lane and step: (16-byte loads, 16-byte stores, F2FP conversions: FP8 pairs or bf16 pairs)
 WIDTHS = {"mxfp8_quantize": (2, 1, 8), "mxfp4_quantize": (4, 1, 0), "nvfp4_quantize": (4, 1, 2),
           "mxfp8_dequantize": (2, 4, 16), "mxfp4_dequantize": (1, 4, 16), "nvfp4_dequantize": (1, 4, 16)}
-# NVFP4's quantizer divides per element (div.rn.f32 keeps its FCHK slow path, a CALL.REL each); the amax pass's
+# NVFP4's quantizer keeps the reference's scale divisions (div.rn.f32: an FCHK and a CALL.REL to its slow path
+# each): fl(fl(amax_b / 6) / s_t) for each of a lane's two blocks and fl(amax / 2688) once a thread, 5 in all; its
+# 32 elements a lane are compared with thresholds instead of divided (37 divisions before). The amax pass's
 # grid-stride loop gets a trip-count division from LLVM's unroller (once, before the loop)
 CALLS_OK = ("nvfp4_quantize", "finite_amax")
+NVFP4_DIVISIONS = 2 * 2 + 1
 
 
 @pytest.mark.sass
@@ -241,6 +337,8 @@ def test_codec_sass(name, fmt):
         assert sum(o.startswith(f2fp) for o in ops) == cvts and ops.count("SHFL.BFLY") == 1
     elif name == "nvfp4_quantize":
         assert sum(o.startswith("F2FP.SATFINITE.E4M3.F32") for o in ops) == cvts     # the two block scales
+        assert ops.count("FCHK") == NVFP4_DIVISIONS and sum(o.startswith("CALL") for o in ops) == NVFP4_DIVISIONS
+        assert ops.count("DMUL") == ops.count("F2F.F32.F64.RM") == 2 * 7   # the blocks' thresholds RD(M d)
     elif name.endswith("dequantize"):
         assert ops.count("F2FP.BF16.F32.PACK_AB") == cvts
     if name == "mxfp4_quantize":
@@ -267,6 +365,138 @@ def test_nvfp4_odd_blocks_and_given_scales_gpu(shape, tensor_scale, rng, poisone
     """An odd number of 16-blocks (the last lane holds one); a given tensor scale, a tiny one (block scales
     saturate at 448, elements at 6)."""
     round_trip(rng, shape, "nvfp4", tensor_scale)
+
+
+@pytest.mark.gpu
+@pytest.mark.simulator_too
+def test_nvfp4_elements_on_their_thresholds(rng, poisoned):
+    """The kernel's thresholds (``_e2m1_cut``), not just their arithmetic: blocks of 16 whose elements are, for
+    each of the seven thresholds of the block's d, the bf16 value just above it and the one at or below it
+    (one with a minus sign), next to the block's amax; tensor scales random, 0.01 and 3e-38 (d subnormal)."""
+    from asyncpipe.formats.minifloat import E4M3
+
+    for s_t in (np.float32(np.exp(rng.uniform(-20, 20))), np.float32(0.01), np.float32(3e-38)):
+        codes = rng.integers(1, 0x7F, 12)                # the block scales aimed at: amax = 6 decode(code) s_t
+        amax = bf16_bits(6 * E4M3.table[codes].astype(np.float32) * s_t)
+        a = (amax.astype(np.uint32) << 16).view(np.float32)
+        code = C.reference("quantize_nvfp4", np.repeat(amax[:, None], 16, axis=1), tensor_scale=s_t)[1][:, 0]
+        d = (E4M3.table[code] * s_t).astype(np.float32)
+        above = np.ascontiguousarray(e2m1_cuts(d).view(np.uint32).T)  # (blocks, 7): bits of each threshold
+        first = np.minimum((above >> 16) + 1, 0x7F80)                  # the smallest bf16 above it
+        elems = np.concatenate([first, first - 1], axis=1).astype(np.uint16)          # 14 per block
+        elems = np.where((elems.astype(np.uint32) << 16).view(np.float32) <= a[:, None], elems, 0)  # amax stays
+        elems[:, 1] |= 0x8000
+        bits = np.concatenate([amax[:, None], elems, np.zeros((len(codes), 1), np.uint16)], axis=1)
+        p, s, ts = C.quantize_nvfp4(cuda.to_device(bits), float(s_t))
+        check_quantize("quantize_nvfp4", bits, (p.copy_to_host(), s.copy_to_host(), ts.copy_to_host()),
+                       tensor_scale=s_t)
+
+
+@pytest.mark.gpu
+@pytest.mark.simulator_too
+def test_nvfp4_elements_next_to_midpoints(rng, poisoned):
+    """x / d next to a rounding midpoint, where each threshold's rounding down and its midpoint's side of T
+    matter: for each of the seven, a row of ``near_midpoint_divisors`` that this threshold would get wrong
+    rounded to nearest, rounded up, or from the midpoint on T's other side; one block each, d the tensor scale
+    (block scale 1.0: amax = 6 d)."""
+    d, x = near_midpoint_divisors()
+    keep = np.flatnonzero((d > 1e-36) & (d < 1e36))      # 6 d a bf16 close enough for block scale 1.0
+    keep = rng.choice(keep, 100_000, replace=False)      # thousands of rows for each of the 14 ways below
+    d, x = d[keep], x[keep]
+    want, cuts = e2m1_codes_by_division(x, d), e2m1_cuts(d)
+    other_side = [2 * t - m for t, m in zip((0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0), K.E2M1_MIDPOINTS)]
+    wrongs = (e2m1_cuts(d, f32_rn), (cuts.view(np.uint32) + 1).view(np.float32), e2m1_cuts(d, midpoints=other_side))
+    rows = []
+    for k in range(7):
+        for wrong in wrongs:
+            c = cuts.copy()
+            c[k] = wrong[k]
+            rows.append(rng.choice(np.flatnonzero((e2m1_codes_by_cuts(x, d, cuts=c) != want).any(axis=1))))
+    for i in rows:
+        block = np.zeros((1, 16), np.float32)
+        block[0, 0], block[0, 1:7] = 6 * d[i], x[i]
+        bits = bf16_bits(block)
+        p, s, ts = C.quantize_nvfp4(cuda.to_device(bits), float(d[i]))
+        want = check_quantize("quantize_nvfp4", bits, (p.copy_to_host(), s.copy_to_host(), ts.copy_to_host()),
+                              tensor_scale=d[i])
+        assert want[1][0, 0] == 0x38, f"d {d[i]!r}: block scale {want[1][0, 0]:#x}, not 1.0 (so d is not s_t)"
+
+
+# ---------------------------------------------------------------------------------------------
+# benchmark(): its timed launches outlive the calls that prepared them
+# ---------------------------------------------------------------------------------------------
+LAUNCH = importlib.import_module("asyncpipe.host.launch")     # the module (asyncpipe.host.launch is the function)
+
+
+def _buffer(a):
+    """What owns a device array's memory: numba's gpu_data (every view shares it), the simulator's root array."""
+    ary = getattr(a, "_ary", None)
+    if ary is None:
+        return a.gpu_data
+    while isinstance(ary.base, np.ndarray):
+        ary = ary.base
+    return ary
+
+
+def raw_pointer_launches(monkeypatch):
+    """``prepare_launch`` as the GPU's keeps its arguments: raw pointers only, plus ``keep``. Nothing runs; a
+    launch whose buffers were freed raises. Returns the launches made."""
+    from asyncpipe.spec.launch import PreparedLaunch
+
+    made = []
+
+    def prepare(kernel, grid, block, *args, keep=(), **options):
+        buffers = [weakref.ref(_buffer(a)) for a in args if cuda.is_cuda_array(a)]
+
+        def run():
+            gc.collect()
+            freed = sum(ref() is None for ref in buffers)
+            assert not freed, f"{freed} of the {len(buffers)} buffers of a prepared launch were freed"
+
+        made.append(PreparedLaunch(None, run, keep))
+        return made[-1]
+
+    monkeypatch.setattr(LAUNCH, "prepare_launch", prepare)
+    return made
+
+
+def test_launch_keeps_its_arrays(monkeypatch):
+    """No GPU: ``_launch`` hands its arrays to the prepared launch as ``keep``; stand-ins for device arrays."""
+    from types import SimpleNamespace
+
+    from asyncpipe.spec.launch import PreparedLaunch
+
+    class Array:                                        # weakref-able, unlike numpy scalars
+        pass
+
+    monkeypatch.setattr(LAUNCH, "prepare_launch",
+                        lambda kernel, grid, block, *args, keep=(), **kw: PreparedLaunch(None, lambda: None, keep))
+    monkeypatch.setattr(C, "_jit", lambda name, fmt=None: name)
+    monkeypatch.setattr(C, "_captured", [])
+    arrays = [Array(), Array(), Array()]
+    refs = [weakref.ref(a) for a in arrays]
+    C._launch("quantize_mxfp4", "mxfp4_quantize", None, 8, SimpleNamespace(sm_count=1), *arrays, np.int32(8))
+    del arrays
+    gc.collect()
+    assert all(r() is not None for r in refs) and len(C._captured) == 1
+
+
+@pytest.mark.gpu
+@pytest.mark.simulator_too
+def test_benchmark_launches_keep_their_buffers(monkeypatch):
+    """benchmark() times the launches of a call whose outputs it has dropped (and quantize_nvfp4's amax word):
+    each must still own them. Launches as the GPU keeps them (raw pointers), timing that collects garbage and
+    runs the call once, rows of 4096 elements."""
+    import asyncpipe.timing
+
+    def time_once(fn, **kw):
+        fn()                                             # the launches check their buffers (gc first)
+        return 1.0
+
+    made = raw_pointer_launches(monkeypatch)
+    monkeypatch.setattr(asyncpipe.timing, "time_ms", time_once)
+    records = C.benchmark(2 * 4096, reps=1)
+    assert len(records) == 8 and len(made) == 4 + 9     # the reference outputs' 4 launches, the 8 codecs' 9
 
 
 @pytest.mark.gpu
