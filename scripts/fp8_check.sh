@@ -5,6 +5,7 @@
 #              conversion primitives, in debug mode (a hang is a HangError in seconds); CASES (-k) narrows them.
 #              The GEMM tests print the worst error / assumed bound ratio (-s): read the real margin off the log
 #   sanitizer  compute-sanitizer memcheck, racecheck, synccheck over SAN_CASES, in the background
+#   sweep      scripts/fp8_cluster_sweep.py: every (block_n, cluster) at issue 20's shapes, into $OUT/fp8_sweep.jsonl
 #   bench      python -m asyncpipe bench --only fp8_gemm (issue 20's shapes beside torch._scaled_mm, same run) into
 #              $OUT/h200_fp8_gemm.json, then the codecs at 1 GiB against the device copy into $OUT/h200_codecs.jsonl
 set -uo pipefail
@@ -12,12 +13,12 @@ cd "$(dirname "$0")/.."
 source scripts/gpu_env.sh || exit 1
 STEPS=${STEPS:-"tests bench"}
 nvidia-smi -L
-TESTS="tests/kernels/test_fp8_gemm.py tests/kernels/test_mx_codec.py tests/ptx/test_convert.py"
+TESTS="tests/kernels/test_fp8_gemm.py tests/kernels/test_mx_codec.py tests/ptx/test_convert.py ${EXTRA_TESTS:-}"
 if [[ $STEPS == *sanitizer* ]]; then
   for tool in memcheck racecheck synccheck; do
     timeout "${SAN_LIMIT:-400}" python3 scripts/run_isolated.py -j 2 --timeout 380 --log "$OUT/sanitizer_${tool}_failures.log" \
       --wrap "compute-sanitizer --tool $tool --error-exitcode 99 --print-limit 10" -m "gpu or hopper" \
-      -k "${SAN_CASES:-200x640x384 or 9x272 or 513x1056}" $TESTS > "$OUT/sanitizer_$tool.log" 2>&1 &
+      -k "${SAN_CASES:-200x640x384 or 9x272 or 513x1056 or 128-6-c2x2 or 64-8-c1x2}" $TESTS > "$OUT/sanitizer_$tool.log" 2>&1 &
   done
 fi
 if [[ $STEPS == *tests* ]]; then
@@ -25,6 +26,9 @@ if [[ $STEPS == *tests* ]]; then
     --log "$OUT/fp8_failures.log" -m "gpu or hopper" ${CASES:+-k "$CASES"} $TESTS > "$OUT/fp8_tests.log" 2>&1
   python3 -m pytest -q -s -m gpu tests/kernels/test_fp8_gemm.py -k "random_codes or quantized" 2>&1 \
     | grep -i "bound\|ratio\|passed\|failed" > "$OUT/fp8_bound_ratios.log"
+fi
+if [[ $STEPS == *sweep* ]]; then
+  timeout "${SWEEP_LIMIT:-500}" python3 scripts/fp8_cluster_sweep.py "$OUT/fp8_sweep.jsonl" 2>&1 | tee "$OUT/fp8_sweep.log"
 fi
 if [[ $STEPS == *bench* ]]; then
   timeout "${BENCH_LIMIT:-400}" python3 -m asyncpipe bench --only fp8_gemm --json "$OUT/h200_fp8_gemm.json" 2>&1 \

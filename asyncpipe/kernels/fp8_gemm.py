@@ -48,7 +48,7 @@ SCALE_ITEM = 4
 
 
 def check_fp8_gemm(a_shape, a_dtype, sa_shape, sa_strides, sa_dtype, b_shape, b_dtype, sb_shape, sb_dtype,
-                   d_shape, d_dtype, *, contiguous, addresses, stages, block_n, smem_limit):
+                   d_shape, d_dtype, *, contiguous, addresses, stages, block_n, smem_limit, cluster=(1, 1)):
     """Every rule of ``fp8_gemm``'s inputs, with no GPU: shapes as tuples, dtypes as names ("float8_e4m3fn",
     "bfloat16" for torch tensors), ``sa_strides`` in elements, ``contiguous`` a dict name -> bool for A, B, sb
     and D, ``addresses`` name -> device address. Returns ``(M, N, K, ld)`` (``ld``: sa's K-block stride)."""
@@ -88,6 +88,8 @@ def check_fp8_gemm(a_shape, a_dtype, sa_shape, sa_strides, sa_dtype, b_shape, b_
               f"address {addr:#x} ({addr % align} bytes past one)", _SRC_TMA if align == TMA_ALIGN else None)
     check(block_n in FK.BLOCK_NS, API, f"block_n must be one of {FK.BLOCK_NS} (one sb value per tile and k-block)",
           repr(block_n))
+    check(_is_pair(cluster) and tuple(cluster) in FK.CLUSTERS, API,
+          f"cluster must be one of {FK.CLUSTERS} (CTAs along M sharing B, along N sharing A)", repr(cluster))
     check(isinstance(stages, (int, np.integer)) and not isinstance(stages, bool) and
           FK.MIN_STAGES <= stages <= FK.MAX_STAGES, API,
           f"stages must be an integer in {FK.MIN_STAGES}..{FK.MAX_STAGES}", repr(stages))
@@ -98,6 +100,11 @@ def check_fp8_gemm(a_shape, a_dtype, sa_shape, sa_strides, sa_dtype, b_shape, b_
           f"{stages} x ({FK.stage_bytes(block_n)} + {2 * FK.BARRIER_BYTES}) + {FK.SMEM_ALIGN} = {need} bytes (at most "
           f"{FK.max_stages(block_n, smem_limit)} stages fit)", "CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN")
     return M, N, K, ld
+
+
+def _is_pair(x) -> bool:
+    return isinstance(x, (tuple, list)) and len(x) == 2 and all(isinstance(v, (int, np.integer)) and
+                                                              not isinstance(v, bool) for v in x)
 
 
 def _view(name, x):
@@ -128,10 +135,12 @@ def choose_block_n(m: int, n: int, sm_count: int) -> int:
     return 128 if tiles >= sm_count else 64
 
 
-def fp8_gemm(a, sa, b, sb, out=None, *, stages=None, block_n=None, stream=0):
+def fp8_gemm(a, sa, b, sb, out=None, *, stages=None, block_n=None, cluster=(1, 1), stream=0):
     """D = (A * sa) (B * sb)^T in bf16 (see the module doc); returns ``out``. ``block_n``: the tile's width, one of
     ``fp8_gemm_kernel.BLOCK_NS``, by default ``choose_block_n``'s. ``stages``: ring depth, by default the most
-    that fit (``fp8_gemm_kernel.max_stages``: 6 at 128 wide on the H200, 8 at 64)."""
+    that fit (``fp8_gemm_kernel.max_stages``: 6 at 128 wide on the H200, 8 at 64). ``cluster``: (CM, CN), one of
+    ``fp8_gemm_kernel.CLUSTERS``: CM CTAs along M share each B tile and CN along N each A tile, every CTA
+    loading its share and multicasting it (TMA multicast: less L2 traffic)."""
     if out is None:
         aa, _ = _view("A", a)
         ba, _ = _view("B", b)
@@ -144,8 +153,8 @@ def fp8_gemm(a, sa, b, sb, out=None, *, stages=None, block_n=None, stream=0):
         else:
             out = cuda.device_array((m, n), np.uint16, stream=stream or 0)
     key = (array_key(a), array_key(sa), array_key(b), array_key(sb), array_key(out),
-           *option_key(stages, block_n), id(stream) if stream else 0)
-    run_plan(_plans, key, lambda: _plan(a, sa, b, sb, out, stages, block_n, stream))
+           *option_key(stages, block_n, cluster), id(stream) if stream else 0)
+    run_plan(_plans, key, lambda: _plan(a, sa, b, sb, out, stages, block_n, cluster, stream))
     return out
 
 
@@ -153,11 +162,11 @@ _plans = PlanCache()
 
 
 @functools.lru_cache(maxsize=None)
-def _jit(block_n, stages):
-    return jit(FK.make_kernel(block_n=block_n, stages=stages), launch_bounds=FK.LAUNCH_BOUNDS)
+def _jit(block_n, stages, cluster):
+    return jit(FK.make_kernel(block_n=block_n, stages=stages, cluster=cluster), launch_bounds=FK.LAUNCH_BOUNDS)
 
 
-def _plan(a, sa, b, sb, out, stages, block_n, stream):
+def _plan(a, sa, b, sb, out, stages, block_n, cluster, stream):
     """Every check, the tensor maps, the grid and the marshalled launch of one problem."""
     from ..host import device_info
     from ..host.launch import prepare_launch
@@ -176,20 +185,24 @@ def _plan(a, sa, b, sb, out, stages, block_n, stream):
         tuple(ba.shape), bt, tuple(sba.shape), sbt, tuple(da.shape), dt,
         contiguous={k: v.is_c_contiguous() for k, v in arrays.items()},
         addresses={"sa": _address(saa), **{k: _address(v) for k, v in arrays.items()}},
-        stages=stages, block_n=block_n, smem_limit=info.max_shared_per_block_optin)
+        stages=stages, block_n=block_n, smem_limit=info.max_shared_per_block_optin, cluster=cluster)
+    cm, cn = (int(v) for v in cluster)
     kb = k_blocks(K)
     # A's scales as TMA sees them: the K-block-major KB x M view (row pitch ld), one box = 128 rows' scales
     sa_t = StridedView(saa, (kb, M), (SCALE_ITEM * ld, SCALE_ITEM), "<f4")
-    tma_a = cached_tensor_map(aa, (FK.BM, FK.BK), dtype="uint8", swizzle="128B")
-    tma_b = cached_tensor_map(ba, (block_n, FK.BK), dtype="uint8", swizzle="128B")
+    # each CTA of a cluster loads 1/CN of its A tile's rows and 1/CM of its B tile's (and multicasts them)
+    tma_a = cached_tensor_map(aa, (FK.BM // cn, FK.BK), dtype="uint8", swizzle="128B")
+    tma_b = cached_tensor_map(ba, (block_n // cm, FK.BK), dtype="uint8", swizzle="128B")
     tma_sa = cached_tensor_map(sa_t, (1, FK.BM), dtype="float32")
-    tiles_m, tiles_n = math.ceil(M / FK.BM), math.ceil(N / block_n)
-    grid = max(1, min(tiles_m * tiles_n, info.sm_count))
+    # cluster tiles (CM * 128) x (CN * block_n); persistent: at most one cluster per CLUSTER SMs
+    tiles_m, tiles_n = math.ceil(M / (FK.BM * cm)), math.ceil(N / (block_n * cn))
+    clusters = max(1, min(tiles_m * tiles_n, info.sm_count // (cm * cn)))
     words = da.reshape(M * N).view(np.uint32)
-    kernel = _jit(block_n, int(stages))
-    return prepare_launch(kernel, grid, FK.THREADS, tma_a, tma_b, tma_sa, sba.reshape(sba.size), words, np.int32(M),
+    kernel = _jit(block_n, int(stages), (cm, cn))
+    return prepare_launch(kernel, clusters * cm * cn, FK.THREADS, tma_a, tma_b, tma_sa, sba.reshape(sba.size), words, np.int32(M),
                           np.int32(N), np.int32(K), np.int32(tiles_m), np.int32(tiles_n),
-                          shared_mem=FK.shared_bytes(block_n, int(stages)), stream=stream, keep=(tma_a, tma_b, tma_sa))
+                          cluster=cm * cn if cm * cn > 1 else None, shared_mem=FK.shared_bytes(block_n, int(stages)),
+                          stream=stream, keep=(tma_a, tma_b, tma_sa))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -269,25 +282,27 @@ BENCH_SHAPES = ((4096, 4096, 4096), (8192, 8192, 8192),
                 *((m, n, k) for n, k in ((7168, 2048), (2112, 7168), (24576, 1536)) for m in (64, 128, 512, 4096)))
 
 
-def benchmark(m: int, n: int, k: int, *, stages=None, reps: int = 20) -> dict:
+def benchmark(m: int, n: int, k: int, *, stages=None, block_n=None, cluster=(1, 1), reps: int = 20,
+              yardsticks: bool = True, operands=None) -> dict:
     """TFLOPS (2 M N K) of ``fp8_gemm`` at m x n x k beside ``torch._scaled_mm`` e4m3 -> bf16 with tensorwise
-    and rowwise scales (when torch is installed), measured in the same call; ``kernel`` names fp8 and gemm."""
+    and rowwise scales (when torch is installed and ``yardsticks``), measured in the same call; ``kernel`` names
+    fp8 and gemm, the tile width, the stages and the cluster (e.g. ``fp8_gemm_e4m3_blockscaled_bn128_sauto_c2x1``).
+    ``operands``: ``random_operands``' four host arrays, to reuse them across configurations."""
+    from ..host import device_info
     from ..timing import time_ms, tflops
 
-    rng = np.random.default_rng(0)
-    a, sa, b, sb = random_operands(rng, m, n, k)
+    a, sa, b, sb = operands if operands is not None else random_operands(np.random.default_rng(0), m, n, k)
     args = (cuda.to_device(a), to_device_scales(sa), cuda.to_device(b), cuda.to_device(sb))
     d = cuda.device_array((m, n), np.uint16)
-    run = functools.partial(fp8_gemm, *args, d, stages=stages)
+    bn = block_n if block_n is not None else choose_block_n(m, n, device_info(API).sm_count)
+    run = functools.partial(fp8_gemm, *args, d, stages=stages, block_n=bn, cluster=cluster)
     run()                                            # compile and check outside the timing
     ms = time_ms(run, reps=reps)
     used = stages if stages is not None else "auto"
-    from ..host import device_info
-
-    bn = choose_block_n(m, n, device_info(API).sm_count)
-    record = {"kernel": f"fp8_gemm_e4m3_blockscaled_bn{bn}_s{used}", "shape": [m, n, k], "ms": ms,
+    cm, cn = cluster
+    record = {"kernel": f"fp8_gemm_e4m3_blockscaled_bn{bn}_s{used}_c{cm}x{cn}", "shape": [m, n, k], "ms": ms,
               "tflops": tflops(2.0 * m * n * k, ms), "vs": {}}
-    for mode, t in _scaled_mm_tflops(a, b, reps).items():
+    for mode, t in (_scaled_mm_tflops(a, b, reps) if yardsticks else {}).items():
         record[f"scaled_mm_{mode}_tflops"] = t
         record["vs"][f"scaled_mm_{mode}"] = record["tflops"] / t
     return record

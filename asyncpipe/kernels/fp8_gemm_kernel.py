@@ -4,11 +4,13 @@ A is M x K e4m3 (K contiguous) with one fp32 scale per 1 x 128 block (``sa``, st
 row scales of a k-block are contiguous, see ``fp8_quant``); B is N x K e4m3 (K-major) with one fp32 scale
 per 128 x 128 block (``sb``, ceil(N/128) x ceil(K/128), row-major). The host side is ``fp8_gemm.py``.
 
-    a CTA = 3 warpgroups (384 threads), one 128 x BN tile of D at a time (persistent)
+    a CTA = 3 warpgroups (384 threads), one 128 x BN tile of D at a time (persistent), in clusters of
+    CM x CN CTAs that own a (CM * 128) x (CN * BN) cluster tile and share its operands by multicast
     ├── warpgroup 0, the producer: setmaxnreg.dec 40; one thread, per tile and 128-wide k-block:
     │     producer_acquire(empty, st); producer_commit(full, st, STAGE_TX)
-    │     TMA A   128 rows x 128 K (128B swizzle: one 128-byte row = 128 e4m3)
-    │     TMA B   BN rows x 128 K (128B swizzle)
+    │     TMA A   its 1/CN of the tile's 128 rows x 128 K (128B swizzle: one 128-byte row = 128 e4m3),
+    │             multicast to the CN CTAs of the cluster's row that use the same A rows
+    │     TMA B   its 1/CM of the tile's BN rows x 128 K (128B swizzle), multicast to the CM CTAs of its column
     │     TMA sa  this k-block's 128 row scales (one 512-byte box of the K-block-major scales)
     └── warpgroups 1 and 2, the consumers: setmaxnreg.inc 232; each owns 64 rows of the tile:
           sb_k = sb[n block, kb]                           loaded one k-block ahead (an L2 round trip)
@@ -25,6 +27,17 @@ products only (4 wgmma of 32), then goes into a true fp32 accumulator, scaled: t
 that of one 128-long block. Waiting for every k-block's mmas (wait_group 0) idles this warpgroup's share of
 the tensor core during its promotion; the other consumer warpgroup's mmas fill it (DeepGEMM's schedule).
 
+**Clusters** (DeepGEMM's TMA multicast). With 128 x 128 tiles every CTA reads 32 KB from L2 per k-block, and
+ncu on the H200 found the kernel waiting on L2 (6.2 TB/s, tensor pipe idle half the time). The CM CTAs of a
+cluster column compute adjacent M tiles with the same B tile, the CN CTAs of a cluster row adjacent N tiles with
+the same A tile: each CTA loads 1/CM of its B and 1/CN of its A and multicasts them, so a 2 x 1 cluster reads
+24 KB per CTA and k-block, a 2 x 2 cluster 16 KB. Every CTA's full barrier still expects a whole stage (its
+peers' copies complete bytes on it too). A slot's empty barrier counts the consumer warps of every CTA that
+shares copies with this one (its column for B, its row for A: CM + CN - 1 CTAs, itself once), and each
+consumer warp releases the slot in each of those. Rank r of
+the cluster is (r % CM, r // CM) in the cluster tile. A CTA whose tile lies past M or N (the cluster tile
+overhangs) still loads and multicasts its share (TMA zero-fills it) and stores nothing.
+
 **Edges.** Any M >= 1, N a multiple of 8, K a multiple of 16 (``fp8_gemm`` checks them). TMA zero-fills
 what lies past the tensor: A's and sa's rows past M, B's rows past N, A's and B's columns past K (a zero
 product adds nothing, so the last, partial k-block needs no code of its own); every box still delivers its
@@ -37,7 +50,8 @@ within the consumers' 232. Launch bounds (384, 1): 168 at launch; 128 x 40 + 256
 
 from __future__ import annotations
 
-from numba import cuda, float32, uint8, uint64
+import numpy as np
+from numba import cuda, float32, uint8, uint16, uint64
 
 from .. import ptx
 from ..constants import BULK_SMEM_ALIGN_TENSOR
@@ -66,6 +80,7 @@ REGISTER_FILE = 65536
 SMEM_ALIGN = W.SWIZZLE_ATOM_BYTES["128B"]   # 128B-swizzled tiles start on 1024-byte boundaries
 BARRIER_BYTES = 8
 MIN_STAGES, MAX_STAGES = 2, 8
+CLUSTERS = ((1, 1), (2, 1), (1, 2), (2, 2))   # (CM, CN): CTAs of a cluster along M (sharing B) and N (sharing A)
 N_MULTIPLE = 8                      # D's rows: whole 16-byte lines of bf16 (the stores write bf16 pairs)
 K_MULTIPLE = 16                     # A's and B's rows: TMA's 16-byte global stride rule (e4m3: 1 byte)
 
@@ -131,12 +146,32 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, sb, d, M, N, K, tiles_m, tiles_n):
     base = ptx.cvta_to_shared_u32(ptx.addr(smem, 0))
     pad = (SMEM_ALIGN - (base & (SMEM_ALIGN - 1))) & (SMEM_ALIGN - 1)
     k_blocks = (K + BK - 1) // BK                    # the last one may be partial (zero-filled past K)
+    rank = ptx.cluster_ctarank()
+    rank_m = rank % CM                               # this CTA's place in the cluster tile
+    rank_n = rank // CM
+    cluster = cuda.blockIdx.x // CLUSTER             # 1-D grid: a cluster is CLUSTER consecutive blocks
+    clusters = cuda.gridDim.x // CLUSTER
 
-    # ---- prologue: the ring's barriers, visible to TMA ---------------------------------------------
+    def release_peers(st):
+        """One arrival on slot ``st``'s empty barrier in every CTA that writes into this one: the CM CTAs of its
+        cluster column (they multicast B to it, itself included) and the other CN - 1 of its row (A)."""
+        slot = ptx.addr(empty, st.stage)
+        for i in unroll(CM):
+            ptx.mbarrier_arrive_shared_cluster(ptx.mapa_shared_cluster(slot, rank_n * CM + i))
+        for j in unroll(CN):
+            if j != rank_n:
+                ptx.mbarrier_arrive_shared_cluster(ptx.mapa_shared_cluster(slot, j * CM + rank_m))
+
+    # ---- prologue: the ring's barriers, visible to TMA and to the cluster --------------------------
     if tid == 0:
-        # full: the producer arrives once (plus the bytes); empty: each consumer warp releases once
-        pipeline_init(full, empty, STAGES, 1, CONSUMER_WARPS)
-    cuda.syncthreads()
+        # full: the producer arrives once (plus the bytes); empty: each consumer warp of every CTA that
+        # writes into this one releases once
+        pipeline_init(full, empty, STAGES, 1, CONSUMER_WARPS * (CM + CN - 1))
+    if CLUSTER == 1:
+        cuda.syncthreads()
+    else:
+        ptx.barrier_cluster_arrive()
+        ptx.barrier_cluster_wait()
 
     if wg == 0:
         # ---- producer warpgroup: gives its registers away, one thread issues every copy ----------
@@ -146,24 +181,33 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, sb, d, M, N, K, tiles_m, tiles_n):
             ptx.fence_proxy_tensormap_generic_acquire_sys(ptx.addr(tma_b, 0))
             ptx.fence_proxy_tensormap_generic_acquire_sys(ptx.addr(tma_sa, 0))
             st = pipeline_state(0, 0)
-            tm, tn = next_tile(0, 0, cuda.blockIdx.x, tiles_m)
+            tm, tn = next_tile(0, 0, cluster, tiles_m)
             while tn < tiles_n:
-                m0 = tm * BM
-                n0 = tn * BN
+                m0 = (tm * CM + rank_m) * BM
+                n0 = (tn * CN + rank_n) * BN
                 for kb in range(k_blocks):
-                    producer_acquire(empty, st)
-                    producer_commit(full, st, STAGE_TX)              # A + B + sa of this k-block
+                    producer_acquire(empty, st)                      # free in every CTA this one writes into
+                    producer_commit(full, st, STAGE_TX)              # A + B + sa of this k-block, from all
                     a_off = pad + st.stage * STAGE_BYTES
                     bar = ptx.addr(full, st.stage)
-                    ptx.cp_async_bulk_tensor_2d_shared_global(ptx.addr(smem, a_off), ptx.addr(tma_a, 0),
-                                                              kb * BK, m0, bar)
-                    ptx.cp_async_bulk_tensor_2d_shared_global(ptx.addr(smem, a_off + A_BYTES), ptx.addr(tma_b, 0),
-                                                              kb * BK, n0, bar)
+                    a_dst = ptx.addr(smem, a_off + rank_n * A_SHARE_BYTES)
+                    b_dst = ptx.addr(smem, a_off + A_BYTES + rank_m * B_SHARE_BYTES)
+                    if CN == 1:
+                        ptx.cp_async_bulk_tensor_2d_shared_global(a_dst, ptx.addr(tma_a, 0), kb * BK, m0, bar)
+                    else:   # A rows m0 + rank_n * BM / CN ..: its share, to the CTAs of its cluster row
+                        ptx.cp_async_bulk_tensor_2d_shared_global_multicast(
+                            a_dst, ptx.addr(tma_a, 0), kb * BK, m0 + rank_n * (BM // CN), bar, uint16(A_MASK << rank_m))
+                    if CM == 1:
+                        ptx.cp_async_bulk_tensor_2d_shared_global(b_dst, ptx.addr(tma_b, 0), kb * BK, n0, bar)
+                    else:   # B rows n0 + rank_m * BN / CM ..: its share, to the CTAs of its cluster column
+                        ptx.cp_async_bulk_tensor_2d_shared_global_multicast(
+                            b_dst, ptx.addr(tma_b, 0), kb * BK, n0 + rank_m * (BN // CM), bar,
+                            uint16(B_MASK << (rank_n * CM)))
                     # the scales: row kb of the K-block-major view, columns m0 .. m0 + 127 (zeros past M)
                     ptx.cp_async_bulk_tensor_2d_shared_global(ptx.addr(smem, a_off + A_BYTES + B_BYTES),
                                                               ptx.addr(tma_sa, 0), m0, kb, bar)
                     st = advance(st, STAGES)
-                tm, tn = next_tile(tm, tn, cuda.gridDim.x, tiles_m)
+                tm, tn = next_tile(tm, tn, clusters, tiles_m)
     else:
         # ---- consumer warpgroups: take the registers, multiply, promote, store -------------------
         ptx.setmaxnreg_inc_sync_aligned_u32(CONSUMER_REGS)
@@ -174,11 +218,14 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, sb, d, M, N, K, tiles_m, tiles_n):
         acc = cuda.local.array(N2, float32)          # the promoted fp32 sums: registers (constant indices)
         acc_blk = cuda.local.array(N2, float32)      # one k-block's wgmma sums
         st = pipeline_state(0, 0)
-        tm, tn = next_tile(0, 0, cuda.blockIdx.x, tiles_m)
+        tm, tn = next_tile(0, 0, cluster, tiles_m)
         while tn < tiles_n:
+            m0 = (tm * CM + rank_m) * BM
+            n0 = (tn * CN + rank_n) * BN
             for i in unroll(N2):
                 acc[i] = float32(0.0)
-            sb_row = (tn * BN) // SCALE_BLOCK * k_blocks   # BN <= 128 divides 128: one B scale per tile, k-block
+            # BN <= 128 divides 128: one B scale per tile and k-block (a tile past N reads the last row's)
+            sb_row = (min(n0, N - 1) // SCALE_BLOCK) * k_blocks
             sb_next = sb[sb_row]
             for kb in range(k_blocks):
                 # B's scale, loaded one k-block ahead: a load issued here would hold up the block's last wgmma
@@ -204,8 +251,11 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, sb, d, M, N, K, tiles_m, tiles_n):
                 s1 = smem_f32[sa_word + 8] * sb_k
                 ptx.wgmma_wait_group_sync_aligned(0)  # this k-block's mmas are done ...
                 cuda.syncwarp()                      # ... and every lane's scale reads, before lane 0's release
-                if lane0:
-                    consumer_release(empty, st, 1)   # ... so the slot goes back
+                if lane0:                            # ... so the slot goes back, in every CTA that fills it
+                    if CLUSTER == 1:
+                        consumer_release(empty, st, 1)
+                    else:
+                        release_peers(st)
                 st = advance(st, STAGES)
                 # ---- promotion: acc[4 j + 2 h + e] is row row_t + 8 h (d_row_col)
                 for i in unroll(N2):
@@ -217,25 +267,34 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, sb, d, M, N, K, tiles_m, tiles_n):
             # ---- epilogue: the warpgroup's 64 x BN of D, bf16 pairs straight from registers, rows < M
             # (columns n0 + 8 j + 2 q and + 1 are the word (n0 + 8 j + 2 q) / 2 of the row's N / 2)
             for h in unroll(2):
-                r = tm * BM + row_t + 8 * h
+                r = m0 + row_t + 8 * h
                 if r < M:
-                    col = tn * BN + 2 * (t % 4)          # the thread's first column; N is even: pairs are whole
+                    col = n0 + 2 * (t % 4)          # the thread's first column; N is even: pairs are whole
                     word = r * (N >> 1) + (col >> 1)
                     for j in unroll(BN // 8):
                         if col + 8 * j < N:
                             d[word + 4 * j] = ptx.cvt_rn_bf16x2_f32(acc[4 * j + 2 * h + 1], acc[4 * j + 2 * h])
-            tm, tn = next_tile(tm, tn, cuda.gridDim.x, tiles_m)
+            tm, tn = next_tile(tm, tn, clusters, tiles_m)
+
+    # ---- no CTA exits while a peer may still multicast into it or release its slots ----------------
+    if CLUSTER > 1:
+        ptx.barrier_cluster_arrive()
+        ptx.barrier_cluster_wait()
 
 
 # ------------------------------------------------------------------------------------------------
 # Configurations and compilation
 # ------------------------------------------------------------------------------------------------
-def kernel_constants(block_n=128, stages=6) -> dict:
+def kernel_constants(block_n=128, stages=6, cluster=(1, 1)) -> dict:
     """The compile-time constants of one configuration (what ``unrolled`` substitutes)."""
-    assert block_n in BLOCK_NS, block_n
+    assert block_n in BLOCK_NS and tuple(cluster) in CLUSTERS, (block_n, cluster)
+    cm, cn = cluster
     mma = getattr(ptx, f"wgmma_mma_async_sync_aligned_m64n{block_n}k32_f32_e4m3_e4m3_ss")
+    col_mask = sum(1 << (j * cm) for j in range(cn))       # ranks (0, j): the CTAs of rank_m 0's cluster row
     return dict(BN=block_n, N2=W.accumulators(block_n), STAGES=stages, MMA=mma, STAGE_BYTES=stage_bytes(block_n),
-                STAGE_TX=stage_tx(block_n), A_BYTES=A_BYTES, B_BYTES=b_bytes(block_n), SMEM_ALIGN=SMEM_ALIGN)
+                STAGE_TX=stage_tx(block_n), A_BYTES=A_BYTES, B_BYTES=b_bytes(block_n), SMEM_ALIGN=SMEM_ALIGN,
+                CM=cm, CN=cn, CLUSTER=cm * cn, A_SHARE_BYTES=A_BYTES // cn, B_SHARE_BYTES=b_bytes(block_n) // cm,
+                A_MASK=np.uint16(col_mask), B_MASK=np.uint16((1 << cm) - 1))
 
 
 def make_kernel(**config):
@@ -254,5 +313,5 @@ def kernel_argtypes():
             types.int32, types.int32, types.int32)
 
 
-__all__ = ["BM", "BK", "BLOCK_NS", "THREADS", "LAUNCH_BOUNDS", "make_kernel", "kernel_argtypes", "kernel_constants",
+__all__ = ["BM", "BK", "BLOCK_NS", "CLUSTERS", "THREADS", "LAUNCH_BOUNDS", "make_kernel", "kernel_argtypes", "kernel_constants",
            "stage_bytes", "stage_tx", "shared_bytes", "block_shared_bytes", "max_stages"]

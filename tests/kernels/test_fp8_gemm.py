@@ -28,6 +28,7 @@ H200_SMEM = 227 * 1024          # shared memory per block after opt-in on the H2
 _STRIDED = ("fp8_gemm: sa must be stored K-block-major: strides (1, ld) elements with ld >= M a multiple of 4 "
             "(DeepGEMM's TMA-aligned transposed layout, what quantize_fp8_rowwise_blocks returns) "
             "[cuTensorMapEncodeTiled], got ")
+_CLUSTER_RULE = "cluster must be one of ((1, 1), (2, 1), (1, 2), (2, 2)) (CTAs along M sharing B, along N sharing A)"
 _E4M3_RULE = "must hold float8 e4m3 (torch.float8_e4m3fn, or its codes in a uint8 array) [PTX ISA, wgmma.mma_async]"
 
 
@@ -36,17 +37,18 @@ _E4M3_RULE = "must hold float8 e4m3 (torch.float8_e4m3fn, or its codes in a uint
 # ---------------------------------------------------------------------------------------------
 def check(a=(200, 512), ad="uint8", sa=(200, 4), sas=(1, 200), sad="float32", b=(384, 512), bd="uint8",
           sb=(3, 4), sbd="float32", d=(200, 384), dd="uint16", contiguous=None, addresses=None, stages=6,
-          block_n=128, smem_limit=H200_SMEM):
+          block_n=128, smem_limit=H200_SMEM, cluster=(1, 1)):
     c = {**dict(A=True, B=True, sb=True, D=True), **(contiguous or {})}
     at = {**dict(A=0x1000, B=0x2000, sa=0x3000, sb=0x4000, D=0x5000), **(addresses or {})}
     return check_fp8_gemm(a, ad, sa, sas, sad, b, bd, sb, sbd, d, dd, contiguous=c, addresses=at, stages=stages,
-                          block_n=block_n, smem_limit=smem_limit)
+                          block_n=block_n, smem_limit=smem_limit, cluster=cluster)
 
 
 def test_check_accepts_and_reports():
     assert check() == (200, 384, 512, 200)
     assert check(ad="float8_e4m3fn", bd="float8_e4m3fn", dd="bfloat16") == (200, 384, 512, 200)
     assert check(sas=(1, 204)) == (200, 384, 512, 204)                  # a wider pitch is fine
+    assert check(cluster=[2, 2]) == check(cluster=(1, 2)) == (200, 384, 512, 200)
     # M = 1 and one k-block: the strides of the size-1 dimensions do not matter; ld is then M rounded to 4
     assert check(a=(1, 128), sa=(1, 1), sas=(7, 9), b=(128, 128), sb=(1, 1), d=(1, 128), stages=2) == (1, 128, 128, 4)
 
@@ -83,6 +85,9 @@ def test_check_accepts_and_reports():
     (dict(addresses=dict(D=0x5002)), "fp8_gemm: D must start on a 4-byte boundary, got address 0x5002 (2 bytes past "
                                      "one)"),
     (dict(block_n=256), "fp8_gemm: block_n must be one of (64, 128) (one sb value per tile and k-block), got 256"),
+    (dict(cluster=(4, 1)), f"fp8_gemm: {_CLUSTER_RULE}, got (4, 1)"),
+    (dict(cluster=2), f"fp8_gemm: {_CLUSTER_RULE}, got 2"),
+    (dict(cluster=(2.0, 1)), f"fp8_gemm: {_CLUSTER_RULE}, got (2.0, 1)"),
     (dict(stages=1), "fp8_gemm: stages must be an integer in 2..8, got 1"),
     (dict(stages=6.0), "fp8_gemm: stages must be an integer in 2..8, got 6.0"),
     (dict(stages=7), "fp8_gemm: stages x (stage bytes + 2 barriers) + 1024 alignment slack must fit the 232448 bytes "
@@ -222,11 +227,11 @@ def test_bound_holds_for_the_model(outliers, rng):
 # Offline SASS
 # ---------------------------------------------------------------------------------------------
 @pytest.mark.sass
-@pytest.mark.parametrize("block_n", FK.BLOCK_NS)
-def test_fp8_gemm_sass(block_n):
+@pytest.mark.parametrize("block_n, cluster", [(128, (1, 1)), (64, (1, 1)), (128, (2, 2))])
+def test_fp8_gemm_sass(block_n, cluster):
     from tests.sass import assert_sass
 
-    kernel = FK.make_kernel(block_n=block_n, stages=FK.max_stages(block_n, H200_SMEM))
+    kernel = FK.make_kernel(block_n=block_n, stages=FK.max_stages(block_n, H200_SMEM), cluster=cluster)
     cubin = assert_sass(kernel, FK.kernel_argtypes(), has=("UTMALDG.2D", "USETMAXREG", "QGMMA"),
                         lacks=("CALL", "LDL", "STL"), launch_bounds=FK.LAUNCH_BOUNDS)
     sass, ops = cubin.sass, cubin.opcodes
@@ -237,8 +242,17 @@ def test_fp8_gemm_sass(block_n):
     assert "RZ, !UPT" in q[0] and not any("RZ, !UPT" in line for line in q[1:])
     assert "gsb0" in q[-1]
     assert re.search(r"WARPGROUP\.DEPBAR\.LE gsb0, 0x0", sass)
-    # A, B and A's scales: three TMA loads per k-block
-    assert ops.count("UTMALDG.2D") == 3
+    # A, B and A's scales: three TMA loads per k-block; in a 2 x 2 cluster A and B are multicast shares, and
+    # a slot goes back with bare remote arrivals (one per CTA of the row and column), GPU fences only at the
+    # cluster barriers
+    loads = sorted(o for o in ops if o.startswith("UTMALDG"))
+    if cluster == (1, 1):
+        assert loads == ["UTMALDG.2D"] * 3
+    else:
+        assert loads == ["UTMALDG.2D"] + ["UTMALDG.2D.MULTICAST"] * 2
+        assert ops.count("SYNCS.ARRIVE.TRANS64.RED.A1T0") >= sum(cluster) - 1
+        assert "UCGABAR_ARV" in ops and "UCGABAR_WAIT" in ops
+        assert ops.count("MEMBAR.ALL.GPU") == ops.count("UCGABAR_ARV")
     # the promotion: one FFMA per accumulator (64), the scales' product (2 FMUL), bf16 pairs out
     assert ops.count("FFMA") == FK.W.accumulators(block_n)
     assert ops.count("F2FP.BF16.F32.PACK_AB") == FK.W.accumulators(block_n) // 2
@@ -264,6 +278,10 @@ def test_quantizer_sass():
 # ---------------------------------------------------------------------------------------------
 # GPU
 # ---------------------------------------------------------------------------------------------
+def _ids(v):
+    return "c" + "x".join(map(str, v)) if isinstance(v, tuple) else str(v)
+
+
 BOUND_PRODUCTS = 1 << 26        # the bound costs rows x N x K products in numpy: large problems check sampled rows
 
 
@@ -282,11 +300,11 @@ def within_bound(got, a, sa, b, sb, seed=0):
     return worst <= 1.0
 
 
-def run_gpu(a, sa, b, sb, stages=None, block_n=None):
+def run_gpu(a, sa, b, sb, stages=None, block_n=None, cluster=(1, 1)):
     m, n = a.shape[0], b.shape[0]
     d = cuda.to_device(np.full((m, n), 0x7FC0, np.uint16))          # NaN: every element must be written
     fp8_gemm(cuda.to_device(a), G.to_device_scales(sa), cuda.to_device(b), cuda.to_device(sb), d, stages=stages,
-             block_n=block_n)
+             block_n=block_n, cluster=cluster)
     got = bf16_to_float32(d.copy_to_host()).astype(np.float64)
     assert not np.isnan(got).any()
     return got
@@ -361,10 +379,24 @@ def test_fp8_gemm_quantized_gpu(shape, outliers, rng):
 
 @pytest.mark.gpu
 @pytest.mark.hopper
-@pytest.mark.parametrize("block_n, stages", [(128, 2), (128, 4), (64, 3), (64, 8)])
-def test_fp8_gemm_configurations_gpu(block_n, stages, rng):
+@pytest.mark.parametrize("block_n, stages, cluster", [(128, 2, (1, 1)), (128, 4, (1, 1)), (64, 3, (1, 1)),
+                                                     (64, 8, (1, 1)), (128, 2, (2, 1)), (64, 8, (1, 2)),
+                                                     (128, 6, (2, 2)), (64, 4, (2, 2))], ids=_ids)
+def test_fp8_gemm_configurations_gpu(block_n, stages, cluster, rng):
+    """300 x 520 x 1552: partial tiles along M, N and K; in clusters the cluster tiles overhang M and N (their
+    CTAs past the edge load and share zeros and store nothing)."""
     a, sa, b, sb = G.random_operands(rng, 300, 520, 1552)
-    assert within_bound(run_gpu(a, sa, b, sb, stages, block_n), a, sa, b, sb)
+    assert within_bound(run_gpu(a, sa, b, sb, stages, block_n, cluster), a, sa, b, sb)
+
+
+@pytest.mark.gpu
+@pytest.mark.hopper
+@pytest.mark.parametrize("cluster", [(2, 1), (1, 2), (2, 2)], ids=_ids)
+def test_fp8_gemm_clusters_persistent_gpu(cluster, rng):
+    """More cluster tiles than clusters fit (2048 x 2304 x 1024): every cluster walks several tiles, its ring's
+    phases carried across them and across its CTAs."""
+    a, sa, b, sb = G.random_operands(rng, 2048, 2304, 1024)
+    assert within_bound(run_gpu(a, sa, b, sb, None, 128, cluster), a, sa, b, sb)
 
 
 @pytest.mark.gpu

@@ -27,11 +27,11 @@ def simulated_device(monkeypatch):
     monkeypatch.setattr(asyncpipe.host, "device_info", lambda api="device_info": sim_device_info())
 
 
-def run(rng, m, n, k, stages, gemm=None):
+def run(rng, m, n, k, stages, gemm=None, **options):
     a, sa, b, sb = G.random_operands(rng, m, n, k)
     d = cuda.to_device(np.full((m, n), 0x7FC0, np.uint16))          # NaN: every element must be written
     (gemm or G.fp8_gemm)(cuda.to_device(a), G.to_device_scales(sa), cuda.to_device(b), cuda.to_device(sb), d,
-                         stages=stages)
+                         stages=stages, **options)
     return bf16_to_float32(d.copy_to_host()).astype(np.float64), a, sa, b, sb
 
 
@@ -51,6 +51,21 @@ def test_fp8_gemm_persistent_on_one_sm(rng):
     accumulators restart from zero."""
     with sim.settings(sms=1, seed=3, switch=0.3):
         got, a, sa, b, sb = run(rng, 130, 128, 384, 2)
+    assert np.all(np.abs(got - G.reference(a, sa, b, sb)) <= G.error_bound(a, sa, b, sb))
+
+
+@pytest.mark.parametrize("cluster, m, n, block_n", [
+    ((2, 1), 130, 128, 128),   # two CTAs along M share B: the second's tile is 2 rows deep
+    ((1, 2), 5, 200, 64),      # two along N share A: 200 = 64 + 64 + 64 + 8, the second cluster's right CTA
+                               # has a 8-wide tile and the cluster tile overhangs N
+    ((2, 2), 100, 136, 64),    # four: the bottom CTAs' tiles lie wholly past M (they load, share and store
+                               # nothing), the right ones' 8 columns deep
+])
+def test_fp8_gemm_clusters(cluster, m, n, block_n, rng):
+    """Clusters of CM x CN CTAs: each loads its share of A and B and multicasts it; every CTA's empty barriers
+    count the consumers of its row and column. The ring runs three k-blocks through two stages, so every
+    slot is released across the cluster and refilled."""
+    got, a, sa, b, sb = run(rng, m, n, 384, 2, cluster=cluster, block_n=block_n)
     assert np.all(np.abs(got - G.reference(a, sa, b, sb)) <= G.error_bound(a, sa, b, sb))
 
 
@@ -119,8 +134,11 @@ def test_release_before_every_lane_read_its_scales_is_caught(broken, rng):
     producer's next TMA into the stage races with the other lanes' reads of the scales."""
     broken("                cuda.syncwarp()                      # ... and every lane's scale reads",
            "                pass  #")
-    with pytest.raises(sim.SharedMemoryRaceError, match=r"(?s)cp_async_bulk_tensor_2d_shared_global.*an earlier "
-                       r"read by thread.*smem_f32\["):
+    # seen as the copy landing on a word another lane read, or (when that lane lags a whole phase behind) as its
+    # wait returning for the phase before: both a race on the scales
+    with pytest.raises(sim.SharedMemoryRaceError, match=r"(?s)(cp_async_bulk_tensor_2d_shared_global.*an earlier "
+                       r"read by thread|made a read of word 0x[0-9a-f]+, which a copy completing phase \d+ writes)"
+                       r".*smem_f32\["):
         run(rng, 1, 128, 512, 2)
 
 
@@ -131,3 +149,13 @@ def test_fresh_block_accumulator_is_what_promotion_needs(broken, rng):
            "b_desc, 1)")
     got, a, sa, b, sb = run(rng, 1, 128, 256, 2)
     assert not np.all(np.abs(got - G.reference(a, sa, b, sb)) <= G.error_bound(a, sa, b, sb))
+
+
+def test_empty_barrier_counting_only_its_own_consumers_is_caught(broken, rng):
+    """An empty barrier that counts only this CTA's consumer warps, while its cluster peer's warps arrive on it
+    too, completes a phase early: the producer refills a stage whose scales the consumers still read."""
+    broken("pipeline_init(full, empty, STAGES, 1, CONSUMER_WARPS * (CM + CN - 1))",
+           "pipeline_init(full, empty, STAGES, 1, CONSUMER_WARPS)")
+    with pytest.raises(sim.SharedMemoryRaceError, match=r"(?s)cp_async_bulk_tensor_2d_shared_global.*an earlier "
+                       r"read by thread"):
+        run(rng, 130, 128, 640, 2, cluster=(2, 1), block_n=128)
