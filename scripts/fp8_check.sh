@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
-# Issue 20's kernels on the GPU machine, in one call (written 2026-12-02; first to run next session). STEPS (default
-# "tests bench"):
+# Issue 20's kernels on the GPU machine, in one call. STEPS (default "tests bench codecs"):
 #   tests      the GPU tests of the block-scaled FP8 GEMM and its quantizer, the MX/NVFP4 codecs and the FP8
 #              conversion primitives, in debug mode (a hang is a HangError in seconds); CASES (-k) narrows them.
 #              The GEMM tests print the worst error / assumed bound ratio (-s): read the real margin off the log
 #   sanitizer  compute-sanitizer memcheck, racecheck, synccheck over SAN_CASES, in the background
 #   sweep      scripts/fp8_cluster_sweep.py: every (block_n, cluster) at issue 20's shapes, into $OUT/fp8_sweep.jsonl
 #   bench      python -m asyncpipe bench --only fp8_gemm (issue 20's shapes beside torch._scaled_mm, same run) into
-#              $OUT/h200_fp8_gemm.json, then the codecs at 1 GiB against the device copy into $OUT/h200_codecs.jsonl
+#              $OUT/h200_fp8_gemm.json
+#   codecs     the codecs at 1 GiB against the device copy into $OUT/h200_codecs.jsonl
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/gpu_env.sh || exit 1
-STEPS=${STEPS:-"tests bench"}
+STEPS=${STEPS:-"tests bench codecs"}
 nvidia-smi -L
 TESTS="tests/kernels/test_fp8_gemm.py tests/kernels/test_mx_codec.py tests/ptx/test_convert.py ${EXTRA_TESTS:-}"
 if [[ $STEPS == *sanitizer* ]]; then
@@ -33,6 +33,8 @@ fi
 if [[ $STEPS == *bench* ]]; then
   timeout "${BENCH_LIMIT:-400}" python3 -m asyncpipe bench --only fp8_gemm --json "$OUT/h200_fp8_gemm.json" 2>&1 \
     | tail -30 | tee "$OUT/fp8_bench.log"
+fi
+if [[ $STEPS == *codecs* ]]; then
   timeout "${CODEC_LIMIT:-200}" python3 -c "
 import json
 from asyncpipe.kernels import mx_codec as C
