@@ -135,12 +135,23 @@ def choose_block_n(m: int, n: int, sm_count: int) -> int:
     return 128 if tiles >= sm_count else 64
 
 
-def fp8_gemm(a, sa, b, sb, out=None, *, stages=None, block_n=None, cluster=(1, 1), stream=0):
+def choose_cluster(m: int, n: int, block_n: int, sm_count: int) -> tuple:
+    """The cluster ``fp8_gemm`` takes by default, from the sweep of every (block_n, cluster) at issue 20's shapes on
+    the H200 (``bench/h200_fp8_sweep.json``, 2026-12-03): with 128-wide tiles that fill the SMs, two CTAs share
+    B along M ((2, 1), up to +5 % at 4096^3) or, with a single 128-row tile of M, A along N ((1, 2), +7.5 % at
+    64 x 24576 x 1536); no cluster with 64-wide tiles, where the few tiles are better spread over SMs (a cluster
+    2 x 1 at M <= 128 is a CTA with nothing to do). 2 x 2 clusters ran at 0.4-0.6x and are never chosen."""
+    if block_n != 128 or math.ceil(m / FK.BM) * math.ceil(n / 128) < sm_count:
+        return (1, 1)
+    return (2, 1) if m > FK.BM else (1, 2)
+
+
+def fp8_gemm(a, sa, b, sb, out=None, *, stages=None, block_n=None, cluster=None, stream=0):
     """D = (A * sa) (B * sb)^T in bf16 (see the module doc); returns ``out``. ``block_n``: the tile's width, one of
     ``fp8_gemm_kernel.BLOCK_NS``, by default ``choose_block_n``'s. ``stages``: ring depth, by default the most
     that fit (``fp8_gemm_kernel.max_stages``: 6 at 128 wide on the H200, 8 at 64). ``cluster``: (CM, CN), one of
     ``fp8_gemm_kernel.CLUSTERS``: CM CTAs along M share each B tile and CN along N each A tile, every CTA
-    loading its share and multicasting it (TMA multicast: less L2 traffic)."""
+    loading its share and multicasting it (TMA multicast: less L2 traffic); by default ``choose_cluster``'s."""
     if out is None:
         aa, _ = _view("A", a)
         ba, _ = _view("B", b)
@@ -178,6 +189,8 @@ def _plan(a, sa, b, sb, out, stages, block_n, cluster, stream):
     check_cc(info, API, (9, 0), "needs compute capability 9.0 (FP8 wgmma, TMA: sm_90a)")
     if block_n is None and len(aa.shape) == 2 and len(ba.shape) == 2:
         block_n = choose_block_n(aa.shape[0], ba.shape[0], info.sm_count)
+    if cluster is None and len(aa.shape) == 2 and len(ba.shape) == 2:
+        cluster = choose_cluster(aa.shape[0], ba.shape[0], block_n, info.sm_count)
     stages = FK.max_stages(block_n, info.max_shared_per_block_optin) if stages is None else stages
     arrays = {"A": aa, "B": ba, "sb": sba, "D": da}
     M, N, K, ld = check_fp8_gemm(
@@ -282,7 +295,7 @@ BENCH_SHAPES = ((4096, 4096, 4096), (8192, 8192, 8192),
                 *((m, n, k) for n, k in ((7168, 2048), (2112, 7168), (24576, 1536)) for m in (64, 128, 512, 4096)))
 
 
-def benchmark(m: int, n: int, k: int, *, stages=None, block_n=None, cluster=(1, 1), reps: int = 20,
+def benchmark(m: int, n: int, k: int, *, stages=None, block_n=None, cluster=None, reps: int = 20,
               yardsticks: bool = True, operands=None) -> dict:
     """TFLOPS (2 M N K) of ``fp8_gemm`` at m x n x k beside ``torch._scaled_mm`` e4m3 -> bf16 with tensorwise
     and rowwise scales (when torch is installed and ``yardsticks``), measured in the same call; ``kernel`` names
@@ -294,7 +307,9 @@ def benchmark(m: int, n: int, k: int, *, stages=None, block_n=None, cluster=(1, 
     a, sa, b, sb = operands if operands is not None else random_operands(np.random.default_rng(0), m, n, k)
     args = (cuda.to_device(a), to_device_scales(sa), cuda.to_device(b), cuda.to_device(sb))
     d = cuda.device_array((m, n), np.uint16)
-    bn = block_n if block_n is not None else choose_block_n(m, n, device_info(API).sm_count)
+    sms = device_info(API).sm_count
+    bn = block_n if block_n is not None else choose_block_n(m, n, sms)
+    cluster = cluster if cluster is not None else choose_cluster(m, n, bn, sms)
     run = functools.partial(fp8_gemm, *args, d, stages=stages, block_n=bn, cluster=cluster)
     run()                                            # compile and check outside the timing
     ms = time_ms(run, reps=reps)
@@ -336,5 +351,5 @@ def _scaled_mm_tflops(a, b, reps) -> dict:
     return out
 
 
-__all__ = ["API", "fp8_gemm", "choose_block_n", "check_fp8_gemm", "reference", "error_bound", "benchmark", "quantize_b_reference",
+__all__ = ["API", "fp8_gemm", "choose_block_n", "choose_cluster", "check_fp8_gemm", "reference", "error_bound", "benchmark", "quantize_b_reference",
            "dequantize_b_reference", "random_operands", "to_device_scales"]

@@ -145,6 +145,14 @@ def test_block_n_follows_the_tile_count():
     assert G.choose_block_n(512, 7168, 132) == 128          # 4 x 56 = 224 tiles
 
 
+def test_cluster_follows_the_sweep():
+    """(2, 1) for 128-wide tiles that fill the SMs, (1, 2) when M is one tile deep, none for 64-wide tiles."""
+    assert G.choose_cluster(4096, 4096, 128, 132) == (2, 1) and G.choose_cluster(512, 7168, 128, 132) == (2, 1)
+    assert G.choose_cluster(64, 24576, 128, 132) == G.choose_cluster(128, 24576, 128, 132) == (1, 2)
+    assert G.choose_cluster(64, 7168, 64, 132) == G.choose_cluster(512, 2112, 64, 132) == (1, 1)
+    assert G.choose_cluster(64, 7168, 128, 132) == (1, 1)    # an explicit block_n 128 that leaves SMs idle
+
+
 def test_stage_budget():
     """A stage is A (16 KB) + B (16 KB) + 128 scales, rounded to 33 KB; six fit in 227 KB."""
     assert FK.stage_tx(128) == 128 * 128 * 2 + 512 and FK.stage_bytes(128) == 33 * 1024
@@ -300,7 +308,7 @@ def within_bound(got, a, sa, b, sb, seed=0):
     return worst <= 1.0
 
 
-def run_gpu(a, sa, b, sb, stages=None, block_n=None, cluster=(1, 1)):
+def run_gpu(a, sa, b, sb, stages=None, block_n=None, cluster=None):
     m, n = a.shape[0], b.shape[0]
     d = cuda.to_device(np.full((m, n), 0x7FC0, np.uint16))          # NaN: every element must be written
     fp8_gemm(cuda.to_device(a), G.to_device_scales(sa), cuda.to_device(b), cuda.to_device(sb), d, stages=stages,
