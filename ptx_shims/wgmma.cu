@@ -23,6 +23,7 @@
       "+f"(d[i + 6]), "+f"(d[i + 7])
 #define AP_D32 AP_D8(0), AP_D8(8), AP_D8(16), AP_D8(24)
 #define AP_D64 AP_D32, AP_D8(32), AP_D8(40), AP_D8(48), AP_D8(56)
+#define AP_D96 AP_D64, AP_D8(64), AP_D8(72), AP_D8(80), AP_D8(88)
 #define AP_D128 AP_D64, AP_D8(64), AP_D8(72), AP_D8(80), AP_D8(88), AP_D8(96), AP_D8(104), AP_D8(112), AP_D8(120)
 
 #define AP_D32_REGS \
@@ -33,6 +34,13 @@
   " %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31," \
   " %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47," \
   " %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
+#define AP_D96_REGS \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15," \
+  " %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31," \
+  " %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47," \
+  " %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63," \
+  " %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79," \
+  " %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95}"
 #define AP_D128_REGS \
   "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15," \
   " %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31," \
@@ -344,6 +352,24 @@ extern "C" __device__ void ap_wgmma_mma_async_sync_aligned_m64n128k32_f32_e4m3_e
                : AP_D64 : AP_RS_IN : "memory");
 }
 
+// wgmma.mma_async.sync.aligned.m64n192k32.f32.e4m3.e4m3
+//     d, a-desc, b-desc, scale-d, imm-scale-a, imm-scale-b;
+// PTX ISA 8.0, sm_90a. A and B (K-major) from shared memory through their matrix descriptors; d: 96 floats.
+extern "C" __device__ void ap_wgmma_mma_async_sync_aligned_m64n192k32_f32_e4m3_e4m3_ss(
+    float* d, unsigned long long a_desc, unsigned long long b_desc, int scale_d) {
+  asm volatile(AP_SS8(AP_OP("m64n192k32", "e4m3"), AP_D96_REGS, "96", "97", "98") : AP_D96 : AP_SS_IN : "memory");
+}
+
+// wgmma.mma_async.sync.aligned.m64n192k32.f32.e4m3.e4m3
+//     d, a, b-desc, scale-d, imm-scale-a, imm-scale-b;
+// PTX ISA 8.0, sm_90a. A from registers (four .b32, four e4m3 each, lowest byte first), B (K-major) from shared
+// memory; d: 96 floats.
+extern "C" __device__ void ap_wgmma_mma_async_sync_aligned_m64n192k32_f32_e4m3_e4m3_rs(
+    float* d, unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned long long b_desc, int scale_d) {
+  asm volatile(AP_RS8(AP_OP("m64n192k32", "e4m3"), AP_D96_REGS, "{%96, %97, %98, %99}", "100", "101")
+               : AP_D96 : AP_RS_IN : "memory");
+}
+
 // wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3
 //     d, a-desc, b-desc, scale-d, imm-scale-a, imm-scale-b;
 // PTX ISA 8.0, sm_90a. A and B (K-major) from shared memory through their matrix descriptors; d: 128 floats.
@@ -396,6 +422,24 @@ extern "C" __device__ void ap_wgmma_mma_async_sync_aligned_m64n128k32_f32_e5m2_e
     float* d, unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned long long b_desc, int scale_d) {
   asm volatile(AP_RS8(AP_OP("m64n128k32", "e5m2"), AP_D64_REGS, "{%64, %65, %66, %67}", "68", "69")
                : AP_D64 : AP_RS_IN : "memory");
+}
+
+// wgmma.mma_async.sync.aligned.m64n192k32.f32.e5m2.e5m2
+//     d, a-desc, b-desc, scale-d, imm-scale-a, imm-scale-b;
+// PTX ISA 8.0, sm_90a. A and B (K-major) from shared memory through their matrix descriptors; d: 96 floats.
+extern "C" __device__ void ap_wgmma_mma_async_sync_aligned_m64n192k32_f32_e5m2_e5m2_ss(
+    float* d, unsigned long long a_desc, unsigned long long b_desc, int scale_d) {
+  asm volatile(AP_SS8(AP_OP("m64n192k32", "e5m2"), AP_D96_REGS, "96", "97", "98") : AP_D96 : AP_SS_IN : "memory");
+}
+
+// wgmma.mma_async.sync.aligned.m64n192k32.f32.e5m2.e5m2
+//     d, a, b-desc, scale-d, imm-scale-a, imm-scale-b;
+// PTX ISA 8.0, sm_90a. A from registers (four .b32, four e5m2 each, lowest byte first), B (K-major) from shared
+// memory; d: 96 floats.
+extern "C" __device__ void ap_wgmma_mma_async_sync_aligned_m64n192k32_f32_e5m2_e5m2_rs(
+    float* d, unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned long long b_desc, int scale_d) {
+  asm volatile(AP_RS8(AP_OP("m64n192k32", "e5m2"), AP_D96_REGS, "{%96, %97, %98, %99}", "100", "101")
+               : AP_D96 : AP_RS_IN : "memory");
 }
 
 // wgmma.mma_async.sync.aligned.m64n256k32.f32.e5m2.e5m2

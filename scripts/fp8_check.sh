@@ -18,7 +18,7 @@ if [[ $STEPS == *sanitizer* ]]; then
   for tool in memcheck racecheck synccheck; do
     timeout "${SAN_LIMIT:-400}" python3 scripts/run_isolated.py -j 2 --timeout 380 --log "$OUT/sanitizer_${tool}_failures.log" \
       --wrap "compute-sanitizer --tool $tool --error-exitcode 99 --print-limit 10" -m "gpu or hopper" \
-      -k "${SAN_CASES:-200x640x384 or 9x272 or 513x1056 or 128-6-c2x2 or 64-8-c1x2}" $TESTS > "$OUT/sanitizer_$tool.log" 2>&1 &
+      -k "${SAN_CASES:-200x640x384 or 9x272 or 513x1056 or 128-6-c2x2 or 64-8-c1x2 or 192-2-c2x1}" $TESTS > "$OUT/sanitizer_$tool.log" 2>&1 &
   done
 fi
 if [[ $STEPS == *tests* ]]; then

@@ -59,11 +59,12 @@ if [[ $STEPS == *sanitizer* ]]; then
   done
 fi
 
-# the offline SASS tests CI leaves out (-m slow: the expanded SGEMM tiles, minutes of numba each), on the CPU cores
-# beside the GPU tests
+# the tests CI leaves out (-m slow): the offline SASS tests of the expanded SGEMM tiles (minutes of numba each), then
+# the simulator cases of 8 s and more that others cover in CI, on the CPU cores beside the GPU tests
 if [[ $STEPS == *slow* ]]; then
   SLOW_T0=$(date +%s)
-  python3 -m pytest -q -n "${SLOW_JOBS:-4}" -m slow tests > "$OUT/slow_sass.log" 2>&1 &
+  { python3 -m pytest -q -n "${SLOW_JOBS:-4}" -m slow tests > "$OUT/slow_sass.log" 2>&1
+    NUMBA_ENABLE_CUDASIM=1 python3 -m pytest -q -n "${SLOW_JOBS:-4}" -m slow tests > "$OUT/slow_sim.log" 2>&1; } &
 fi
 
 export TUNE_KERNELS=${TUNE_KERNELS:-"sgemm row_sum"}   # which kernels the tune step tunes (see below)
@@ -108,6 +109,8 @@ wait
 if [[ $STEPS == *slow* ]]; then
   grep -E "FAILED|ERROR" "$OUT/slow_sass.log" | head -20
   row "slow SASS tests" "$(tail -1 "$OUT/slow_sass.log") ($(( $(date +%s) - SLOW_T0 )) s)"
+  grep -E "FAILED|ERROR" "$OUT/slow_sim.log" | head -20
+  row "slow simulator tests" "$(tail -1 "$OUT/slow_sim.log")"
 fi
 if [[ $STEPS == *sanitizer* ]]; then
   for tool in ${SANITIZER_TOOLS:-memcheck racecheck synccheck}; do

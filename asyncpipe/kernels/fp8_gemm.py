@@ -86,7 +86,7 @@ def check_fp8_gemm(a_shape, a_dtype, sa_shape, sa_strides, sa_dtype, b_shape, b_
         check(addr % align == 0, API, f"{name} must start on a {align}-byte boundary" +
               (" (TMA's global address rule)" if align == TMA_ALIGN else ""),
               f"address {addr:#x} ({addr % align} bytes past one)", _SRC_TMA if align == TMA_ALIGN else None)
-    check(block_n in FK.BLOCK_NS, API, f"block_n must be one of {FK.BLOCK_NS} (one sb value per tile and k-block)",
+    check(block_n in FK.BLOCK_NS, API, f"block_n must be one of {FK.BLOCK_NS} (tile widths whose B scales the promotion selects)",
           repr(block_n))
     check(_is_pair(cluster) and tuple(cluster) in FK.CLUSTERS, API,
           f"cluster must be one of {FK.CLUSTERS} (CTAs along M sharing B, along N sharing A)", repr(cluster))

@@ -13,12 +13,13 @@ per 128 x 128 block (``sb``, ceil(N/128) x ceil(K/128), row-major). The host sid
     │     TMA B   its 1/CM of the tile's BN rows x 128 K (128B swizzle), multicast to the CM CTAs of its column
     │     TMA sa  this k-block's 128 row scales (one 512-byte box of the K-block-major scales)
     └── warpgroups 1 and 2, the consumers: setmaxnreg.inc 232; each owns 64 rows of the tile:
-          sb_k = sb[n block, kb]                           loaded one k-block ahead (an L2 round trip)
+          sb_k = sb[n block, kb] (BN 192: and the next)   loaded one k-block ahead (an L2 round trip)
           consumer_wait(full, st)
           4 x wgmma m64nBNk32 e4m3 into acc_blk            scale-d 0 on the first: a fresh fp32 block sum
           commit; read the thread's two row scales from the stage
           wgmma.wait_group 0; syncwarp -> consumer_release(st)   free once its mmas and scale reads are done
-          acc += acc_blk * (sa[row, kb] * sb_k)            the promotion, in fp32 registers (FFMA)
+          acc += acc_blk * (sa[row, kb] * sb_k)            the promotion, in fp32 registers (FFMA); a 192-wide
+                                                           tile takes each column's block's scale
           after the last k-block: D = bf16(acc), stored straight from registers, predicated on row < M
 
 **Why promote every 128 of K.** The tensor core's FP8 accumulation keeps fewer bits than fp32 (about 13-14
@@ -65,9 +66,11 @@ BM = 2 * W.WGMMA_M                  # rows of D per CTA: two consumer warpgroups
 BK = W.SWIZZLE_128B_ROW_BYTES       # 128 one-byte e4m3 = one 128-byte swizzle row = one scale block of K
 SCALE_BLOCK = 128                   # sa: 1 x 128 blocks; sb: 128 x 128 blocks (DeepGEMM's granularity)
 K_STEPS = BK // W.WGMMA_K_8BIT      # 4 k32 wgmma per k-block
-BLOCK_NS = (64, 128)                # BN divides sb's 128: one B scale per tile and k-block. 64 doubles the tiles
-                                    # of a small-M problem; 256 would need 2 x 128 accumulators per thread
-                                    # beside the addressing: over 232
+BLOCK_NS = (64, 128, 192)           # 64 and 128 divide sb's 128: one B scale per tile and k-block; a 192-wide
+                                    # tile meets two (its columns below SPLIT = 128 - n0 % 128 the first). 64
+                                    # doubles the tiles of a small-M problem; 192 cuts A's share of the traffic
+                                    # and makes 24576 columns 128 tiles (one wave); 256 would need 2 x 128
+                                    # accumulators per thread beside the addressing: over 232
 ELEM_BYTES = 1                      # e4m3
 SCALE_BYTES = 4                     # fp32 scales
 CONSUMERS = 2
@@ -224,15 +227,23 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, sb, d, M, N, K, tiles_m, tiles_n):
             n0 = (tn * CN + rank_n) * BN
             for i in unroll(N2):
                 acc[i] = float32(0.0)
-            # BN <= 128 divides 128: one B scale per tile and k-block (a tile past N reads the last row's)
+            # BN <= 128 divides 128: one B scale per tile and k-block (a tile past N reads the last row's);
+            # a 192-wide tile (n0 a multiple of 64) meets two 128-blocks of B's rows: columns below `split` are
+            # the first's, the rest the next's (the last block's where that lies past N)
             sb_row = (min(n0, N - 1) // SCALE_BLOCK) * k_blocks
             sb_next = sb[sb_row]
+            split = SCALE_BLOCK - n0 % SCALE_BLOCK
+            sb_row2 = (min(n0 + split, N - 1) // SCALE_BLOCK) * k_blocks
+            sb_next2 = sb[sb_row2] if BN > SCALE_BLOCK else float32(0.0)
             for kb in range(k_blocks):
                 # B's scale, loaded one k-block ahead: a load issued here would hold up the block's last wgmma
                 # (its scale product is scheduled before it) for an L2 round trip, every k-block
                 sb_k = sb_next
+                sb_k2 = sb_next2
                 if kb + 1 < k_blocks:
                     sb_next = sb[sb_row + kb + 1]
+                    if BN > SCALE_BLOCK:
+                        sb_next2 = sb[sb_row2 + kb + 1]
                 consumer_wait(full, st)
                 a_addr = base + pad + st.stage * STAGE_BYTES + row_wg * W.SWIZZLE_128B_ROW_BYTES
                 b_addr = base + pad + st.stage * STAGE_BYTES + A_BYTES
@@ -247,8 +258,15 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, sb, d, M, N, K, tiles_m, tiles_n):
                     MMA(ptx.addr(acc_blk, 0), a_desc, b_desc, 0 if s == 0 else 1)
                 ptx.wgmma_commit_group_sync_aligned()
                 sa_word = (pad + st.stage * STAGE_BYTES + A_BYTES + B_BYTES) // SCALE_BYTES + row_t
-                s0 = smem_f32[sa_word] * sb_k        # the scale of rows row_t and row_t + 8
-                s1 = smem_f32[sa_word + 8] * sb_k
+                sa0 = smem_f32[sa_word]              # the scales of rows row_t and row_t + 8
+                sa1 = smem_f32[sa_word + 8]
+                s0 = sa0 * sb_k                      # columns of B's first 128-block
+                s1 = sa1 * sb_k
+                if BN > SCALE_BLOCK:                 # columns 64 .. 127 of the tile: either block; 128 ..: the next
+                    t0 = sa0 * sb_k2
+                    t1 = sa1 * sb_k2
+                    u0 = s0 if split == SCALE_BLOCK else t0
+                    u1 = s1 if split == SCALE_BLOCK else t1
                 ptx.wgmma_wait_group_sync_aligned(0)  # this k-block's mmas are done ...
                 cuda.syncwarp()                      # ... and every lane's scale reads, before lane 0's release
                 if lane0:                            # ... so the slot goes back, in every CTA that fills it
@@ -257,12 +275,23 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, sb, d, M, N, K, tiles_m, tiles_n):
                     else:
                         release_peers(st)
                 st = advance(st, STAGES)
-                # ---- promotion: acc[4 j + 2 h + e] is row row_t + 8 h (d_row_col)
+                # ---- promotion: acc[4 j + 2 h + e] is row row_t + 8 h, columns 8 j + 2 q + e (d_row_col)
                 for i in unroll(N2):
-                    if (i >> 1) & 1:
-                        acc[i] += acc_blk[i] * s1
-                    else:
-                        acc[i] += acc_blk[i] * s0
+                    if BN <= SCALE_BLOCK or i < 32:              # columns 0 .. 63: the first block
+                        if (i >> 1) & 1:
+                            acc[i] += acc_blk[i] * s1
+                        else:
+                            acc[i] += acc_blk[i] * s0
+                    elif i < 64:                                 # columns 64 .. 127
+                        if (i >> 1) & 1:
+                            acc[i] += acc_blk[i] * u1
+                        else:
+                            acc[i] += acc_blk[i] * u0
+                    else:                                        # columns 128 .. 191: the next block
+                        if (i >> 1) & 1:
+                            acc[i] += acc_blk[i] * t1
+                        else:
+                            acc[i] += acc_blk[i] * t0
 
             # ---- epilogue: the warpgroup's 64 x BN of D, bf16 pairs straight from registers, rows < M
             # (columns n0 + 8 j + 2 q and + 1 are the word (n0 + 8 j + 2 q) / 2 of the row's N / 2)

@@ -44,7 +44,8 @@ computes D = A*B (the accumulators' old values are ignored), anything else D = A
 ``imm-scale-a``/``imm-scale-b`` are fixed at 1 (no negation).
 
 **FP8** (``..._m64nNk32_f32_e4m3_e4m3_ss/_rs``, ``..._e5m2_e5m2_...``): D[64 x N] (+)= A[64 x 32] *
-B[32 x N] with OCP E4M3 or E5M2 inputs and the same fp32 accumulators (``d_row_col``). The PTX ISA has
+B[32 x N] with OCP E4M3 or E5M2 inputs and the same fp32 accumulators (``d_row_col``), N = 64, 128, 192 (the
+block-scaled FP8 GEMM's widest tile that fits its registers) or 256. The PTX ISA has
 no imm-trans-a/imm-trans-b for 8-bit types: both operands are K-major (A as M x K, B as N x K
 row-major), so these primitives take no trans arguments. With the 128-byte swizzle one row holds 128
 elements of K and the k-th k32 step starts ``32 * k`` bytes further (as bf16's k16 step). A in
@@ -309,6 +310,20 @@ def wgmma_mma_async_sync_aligned_m64n128k32_f32_e4m3_e4m3_rs(d, a0, a1, a2, a3, 
              api="wgmma_mma_async_sync_aligned_m64n128k32_f32_e4m3_e4m3_rs")
 
 
+@primitive(_SS8, ptx=_op8(192, "e4m3") + _SS8_PTX, isa=80, sm=90, who=_WG, sass=_qgmma(192, "e4m3"), arch_specific=True)
+def wgmma_mma_async_sync_aligned_m64n192k32_f32_e4m3_e4m3_ss(d, a_desc, b_desc, scale_d):
+    """D[64 x 192] (+)= A[64 x 32] * B[32 x 192], e4m3 from shared memory, K-major; ``d``: 96 fp32 per thread."""
+    _sim.mma(d, a_desc, b_desc, scale_d, 0, 0, n=192, ab="e4m3", form="ss",
+             api="wgmma_mma_async_sync_aligned_m64n192k32_f32_e4m3_e4m3_ss")
+
+
+@primitive(_RS8, ptx=_op8(192, "e4m3") + _RS8_PTX, isa=80, sm=90, who=_WG, sass=_qgmma(192, "e4m3"), arch_specific=True)
+def wgmma_mma_async_sync_aligned_m64n192k32_f32_e4m3_e4m3_rs(d, a0, a1, a2, a3, b_desc, scale_d):
+    """D[64 x 192] (+)= A[64 x 32] (registers) * B[32 x 192] (shared memory), e4m3; ``d``: 96 fp32 per thread."""
+    _sim.mma(d, (a0, a1, a2, a3), b_desc, scale_d, 0, 0, n=192, ab="e4m3", form="rs",
+             api="wgmma_mma_async_sync_aligned_m64n192k32_f32_e4m3_e4m3_rs")
+
+
 @primitive(_SS8, ptx=_op8(256, "e4m3") + _SS8_PTX, isa=80, sm=90, who=_WG, sass=_qgmma(256, "e4m3"), arch_specific=True)
 def wgmma_mma_async_sync_aligned_m64n256k32_f32_e4m3_e4m3_ss(d, a_desc, b_desc, scale_d):
     """D[64 x 256] (+)= A[64 x 32] * B[32 x 256], e4m3 from shared memory, K-major; ``d``: 128 fp32 per thread."""
@@ -349,6 +364,20 @@ def wgmma_mma_async_sync_aligned_m64n128k32_f32_e5m2_e5m2_rs(d, a0, a1, a2, a3, 
     """D[64 x 128] (+)= A[64 x 32] (registers) * B[32 x 128] (shared memory), e5m2; ``d``: 64 fp32 per thread."""
     _sim.mma(d, (a0, a1, a2, a3), b_desc, scale_d, 0, 0, n=128, ab="e5m2", form="rs",
              api="wgmma_mma_async_sync_aligned_m64n128k32_f32_e5m2_e5m2_rs")
+
+
+@primitive(_SS8, ptx=_op8(192, "e5m2") + _SS8_PTX, isa=80, sm=90, who=_WG, sass=_qgmma(192, "e5m2"), arch_specific=True)
+def wgmma_mma_async_sync_aligned_m64n192k32_f32_e5m2_e5m2_ss(d, a_desc, b_desc, scale_d):
+    """D[64 x 192] (+)= A[64 x 32] * B[32 x 192], e5m2 from shared memory, K-major; ``d``: 96 fp32 per thread."""
+    _sim.mma(d, a_desc, b_desc, scale_d, 0, 0, n=192, ab="e5m2", form="ss",
+             api="wgmma_mma_async_sync_aligned_m64n192k32_f32_e5m2_e5m2_ss")
+
+
+@primitive(_RS8, ptx=_op8(192, "e5m2") + _RS8_PTX, isa=80, sm=90, who=_WG, sass=_qgmma(192, "e5m2"), arch_specific=True)
+def wgmma_mma_async_sync_aligned_m64n192k32_f32_e5m2_e5m2_rs(d, a0, a1, a2, a3, b_desc, scale_d):
+    """D[64 x 192] (+)= A[64 x 32] (registers) * B[32 x 192] (shared memory), e5m2; ``d``: 96 fp32 per thread."""
+    _sim.mma(d, (a0, a1, a2, a3), b_desc, scale_d, 0, 0, n=192, ab="e5m2", form="rs",
+             api="wgmma_mma_async_sync_aligned_m64n192k32_f32_e5m2_e5m2_rs")
 
 
 @primitive(_SS8, ptx=_op8(256, "e5m2") + _SS8_PTX, isa=80, sm=90, who=_WG, sass=_qgmma(256, "e5m2"), arch_specific=True)

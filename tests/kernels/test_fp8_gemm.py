@@ -84,7 +84,7 @@ def test_check_accepts_and_reports():
                                       "[cuTensorMapEncodeTiled], got address 0x3004 (4 bytes past one)"),
     (dict(addresses=dict(D=0x5002)), "fp8_gemm: D must start on a 4-byte boundary, got address 0x5002 (2 bytes past "
                                      "one)"),
-    (dict(block_n=256), "fp8_gemm: block_n must be one of (64, 128) (one sb value per tile and k-block), got 256"),
+    (dict(block_n=256), "fp8_gemm: block_n must be one of (64, 128, 192) (tile widths whose B scales the promotion selects), got 256"),
     (dict(cluster=(4, 1)), f"fp8_gemm: {_CLUSTER_RULE}, got (4, 1)"),
     (dict(cluster=2), f"fp8_gemm: {_CLUSTER_RULE}, got 2"),
     (dict(cluster=(2.0, 1)), f"fp8_gemm: {_CLUSTER_RULE}, got (2.0, 1)"),
@@ -235,7 +235,7 @@ def test_bound_holds_for_the_model(outliers, rng):
 # Offline SASS
 # ---------------------------------------------------------------------------------------------
 @pytest.mark.sass
-@pytest.mark.parametrize("block_n, cluster", [(128, (1, 1)), (64, (1, 1)), (128, (2, 2))])
+@pytest.mark.parametrize("block_n, cluster", [(128, (1, 1)), (64, (1, 1)), (192, (1, 1)), (128, (2, 2))])
 def test_fp8_gemm_sass(block_n, cluster):
     from tests.sass import assert_sass
 
@@ -389,7 +389,8 @@ def test_fp8_gemm_quantized_gpu(shape, outliers, rng):
 @pytest.mark.hopper
 @pytest.mark.parametrize("block_n, stages, cluster", [(128, 2, (1, 1)), (128, 4, (1, 1)), (64, 3, (1, 1)),
                                                      (64, 8, (1, 1)), (128, 2, (2, 1)), (64, 8, (1, 2)),
-                                                     (128, 6, (2, 2)), (64, 4, (2, 2))], ids=_ids)
+                                                     (128, 6, (2, 2)), (64, 4, (2, 2)), (192, 5, (1, 1)),
+                                                     (192, 2, (2, 1)), (192, 4, (1, 2))], ids=_ids)
 def test_fp8_gemm_configurations_gpu(block_n, stages, cluster, rng):
     """300 x 520 x 1552: partial tiles along M, N and K; in clusters the cluster tiles overhang M and N (their
     CTAs past the edge load and share zeros and store nothing)."""
@@ -399,12 +400,12 @@ def test_fp8_gemm_configurations_gpu(block_n, stages, cluster, rng):
 
 @pytest.mark.gpu
 @pytest.mark.hopper
-@pytest.mark.parametrize("cluster", [(2, 1), (1, 2), (2, 2)], ids=_ids)
-def test_fp8_gemm_clusters_persistent_gpu(cluster, rng):
+@pytest.mark.parametrize("block_n, cluster", [(128, (2, 1)), (128, (1, 2)), (128, (2, 2)), (192, (2, 1))], ids=_ids)
+def test_fp8_gemm_clusters_persistent_gpu(block_n, cluster, rng):
     """More cluster tiles than clusters fit (2048 x 2304 x 1024): every cluster walks several tiles, its ring's
     phases carried across them and across its CTAs."""
     a, sa, b, sb = G.random_operands(rng, 2048, 2304, 1024)
-    assert within_bound(run_gpu(a, sa, b, sb, None, 128, cluster), a, sa, b, sb)
+    assert within_bound(run_gpu(a, sa, b, sb, None, block_n, cluster), a, sa, b, sb)
 
 
 @pytest.mark.gpu

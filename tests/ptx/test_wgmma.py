@@ -24,6 +24,7 @@ from tests.sass import assert_sass
 
 STEM = "wgmma"
 NS = (64, 128, 256)
+NS8 = (64, 128, 192, 256)    # the FP8 forms add 192 (the block-scaled FP8 GEMM's widest tile)
 ABS = ("bf16", "f16")
 FP8 = ("e4m3", "e5m2")      # the 8-bit input types of m64nNk32 (K-major only: no trans operands)
 FP8_FORMATS = {"e4m3": E4M3, "e5m2": E5M2}
@@ -50,20 +51,8 @@ MMA = {
 
 
 # the FP8 forms: (N, input type, form)
-MMA8 = {
-    (64, "e4m3", "ss"): ptx.wgmma_mma_async_sync_aligned_m64n64k32_f32_e4m3_e4m3_ss,
-    (64, "e4m3", "rs"): ptx.wgmma_mma_async_sync_aligned_m64n64k32_f32_e4m3_e4m3_rs,
-    (128, "e4m3", "ss"): ptx.wgmma_mma_async_sync_aligned_m64n128k32_f32_e4m3_e4m3_ss,
-    (128, "e4m3", "rs"): ptx.wgmma_mma_async_sync_aligned_m64n128k32_f32_e4m3_e4m3_rs,
-    (256, "e4m3", "ss"): ptx.wgmma_mma_async_sync_aligned_m64n256k32_f32_e4m3_e4m3_ss,
-    (256, "e4m3", "rs"): ptx.wgmma_mma_async_sync_aligned_m64n256k32_f32_e4m3_e4m3_rs,
-    (64, "e5m2", "ss"): ptx.wgmma_mma_async_sync_aligned_m64n64k32_f32_e5m2_e5m2_ss,
-    (64, "e5m2", "rs"): ptx.wgmma_mma_async_sync_aligned_m64n64k32_f32_e5m2_e5m2_rs,
-    (128, "e5m2", "ss"): ptx.wgmma_mma_async_sync_aligned_m64n128k32_f32_e5m2_e5m2_ss,
-    (128, "e5m2", "rs"): ptx.wgmma_mma_async_sync_aligned_m64n128k32_f32_e5m2_e5m2_rs,
-    (256, "e5m2", "ss"): ptx.wgmma_mma_async_sync_aligned_m64n256k32_f32_e5m2_e5m2_ss,
-    (256, "e5m2", "rs"): ptx.wgmma_mma_async_sync_aligned_m64n256k32_f32_e5m2_e5m2_rs,
-}
+MMA8 = {(n, ab, form): getattr(ptx, f"wgmma_mma_async_sync_aligned_m64n{n}k32_f32_{ab}_{ab}_{form}")
+        for n in NS8 for ab in FP8 for form in ("ss", "rs")}
 
 
 def mma(n, ab, form):
@@ -88,7 +77,7 @@ def qgmma_lines(sass: str, n: int, ab: str) -> list[str]:
 # ---------------------------------------------------------------------------------------------
 def test_registry_matches_shim():
     names = {n for n, p in ptx.REGISTRY.items() if p.stem == STEM}
-    assert len(names) == 3 + 2 * len(NS) * len(ABS) + 2 * len(NS) * len(FP8) + 2 + 1
+    assert len(names) == 3 + 2 * len(NS) * len(ABS) + 2 * len(NS8) * len(FP8) + 2 + 1
     text = (Path(ptx.shim_dir()) / f"{STEM}.cu").read_text()
     shims = set(re.findall(r'extern "C" __device__ \w+(?: \w+)* ap_(\w+)\(', text))
     assert shims == names
@@ -112,7 +101,7 @@ def test_every_mma_form_is_declared():
 
 def test_every_fp8_mma_form_is_declared():
     """The FP8 forms: k32, no imm-trans operands (8-bit A and B are K-major), QGMMA in the SASS."""
-    assert set(MMA8) == {(n, ab, form) for n in NS for ab in FP8 for form in ("ss", "rs")}
+    assert set(MMA8) == {(n, ab, form) for n in NS8 for ab in FP8 for form in ("ss", "rs")}
     for (n, ab, form), fn in MMA8.items():
         p = fn.primitive
         assert p.name == f"wgmma_mma_async_sync_aligned_m64n{n}k32_f32_{ab}_{ab}_{form}"
@@ -187,7 +176,7 @@ def test_descriptor_checks(args, message):
 
 def test_fragment_maps_cover_the_tiles():
     """d_row_col and a_row_col are bijections onto the 64 x N accumulator and the 64 x 16 A tile."""
-    for n in NS:
+    for n in NS8:
         seen = {W.d_row_col(t, i) for t in range(THREADS) for i in range(W.accumulators(n))}
         assert seen == {(r, c) for r in range(64) for c in range(n)}
     seen = {W.a_row_col(t, e) for t in range(THREADS) for e in range(8)}
@@ -268,7 +257,7 @@ def forms8_kernel(out, descs, regs):
 
 @pytest.mark.sass
 @pytest.mark.parametrize("ab", FP8)
-@pytest.mark.parametrize("n", NS)
+@pytest.mark.parametrize("n", NS8)
 def test_fp8_mma_forms_sass(n, ab):
     kernel = unrolled(forms8_kernel, N2=n // 2, SS=mma(n, ab, "ss"), RS=mma(n, ab, "rs"))
     # not commit_group's registry opcode: it names HGMMA (the group's last mma carries gsb0), here a QGMMA
@@ -654,7 +643,7 @@ def test_fp8_tile_kernels_compile(n, ab, form):
 @pytest.mark.gpu
 @pytest.mark.hopper
 @pytest.mark.parametrize("ab", FP8)
-@pytest.mark.parametrize("n", NS)
+@pytest.mark.parametrize("n", NS8)
 @pytest.mark.parametrize("form", ["ss", "rs"])
 @pytest.mark.parametrize("k_steps", [1, 4])
 def test_fp8_tile_gpu(k_steps, form, n, ab, rng):

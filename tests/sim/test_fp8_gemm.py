@@ -54,18 +54,21 @@ def test_fp8_gemm_persistent_on_one_sm(rng):
     assert np.all(np.abs(got - G.reference(a, sa, b, sb)) <= G.error_bound(a, sa, b, sb))
 
 
-@pytest.mark.parametrize("cluster, m, n, block_n", [
-    ((2, 1), 130, 128, 128),   # two CTAs along M share B: the second's tile is 2 rows deep
-    ((1, 2), 5, 200, 64),      # two along N share A: 200 = 64 + 64 + 64 + 8, the second cluster's right CTA
+@pytest.mark.parametrize("cluster, m, n, block_n, k", [
+    ((2, 1), 130, 128, 128, 384),   # two CTAs along M share B: the second's tile is 2 rows deep
+    ((1, 2), 5, 200, 64, 384),      # two along N share A: 200 = 64 + 64 + 64 + 8, the second cluster's right CTA
                                # has a 8-wide tile and the cluster tile overhangs N
-    ((2, 2), 100, 136, 64),    # four: the bottom CTAs' tiles lie wholly past M (they load, share and store
+    ((2, 2), 100, 72, 64, 384),     # four: the bottom CTAs' tiles lie wholly past M (they load, share and store
                                # nothing), the right ones' 8 columns deep
+    ((1, 1), 3, 328, 192, 256),     # 192-wide tiles meet two 128-blocks of B's scales: the first at column 128, the
+                               # second (n0 = 192) at 256, its last 56 columns past N = 328 (3 blocks)
+    ((2, 1), 130, 136, 192, 384),   # ... with B multicast in 96-row shares; the next block's 8 columns, then past N
 ])
-def test_fp8_gemm_clusters(cluster, m, n, block_n, rng):
+def test_fp8_gemm_clusters(cluster, m, n, block_n, k, rng):
     """Clusters of CM x CN CTAs: each loads its share of A and B and multicasts it; every CTA's empty barriers
-    count the consumers of its row and column. The ring runs three k-blocks through two stages, so every
-    slot is released across the cluster and refilled."""
-    got, a, sa, b, sb = run(rng, m, n, 384, 2, cluster=cluster, block_n=block_n)
+    count the consumers of its row and column; and the 192-wide tiles. In clusters the ring runs three k-blocks through
+    two stages, so every slot is released across the cluster and refilled."""
+    got, a, sa, b, sb = run(rng, m, n, k, 2, cluster=cluster, block_n=block_n)
     assert np.all(np.abs(got - G.reference(a, sa, b, sb)) <= G.error_bound(a, sa, b, sb))
 
 

@@ -64,14 +64,14 @@ def _launch_cp_async(a, b, c, stages, bk, tile, fn, alpha=1.5, beta=-0.5, schedu
 @pytest.mark.parametrize("stages,m,n,k,bk,tile,issue_after", [
     (3, 128, 128, 64, 8, "8x16", None),           # interior, eight k-tiles through three stages
     (2, 128, 128, 48, 16, "8x16", None),          # interior, 16-deep, two stages (the prologue fills both)
-    (4, 128, 128, 80, 16, "8x16", None),          # interior, five k-tiles through four stages
+    pytest.param(4, 128, 128, 80, 16, "8x16", None, marks=pytest.mark.slow),  # interior, five k-tiles through four stages
     (3, 128, 128, 64, 8, "8x8", None),            # the chapter's tile
     (2, 128, 128, 48, 16, "8x8", None),
     (3, 70, 33, 45, 8, "8x16", None),             # edges: 4-byte copies of A and B
     (2, 33, 72, 21, 16, "8x16", None),            # edges: 4-byte copies of A, 16-byte of B
-    (3, 130, 70, 33, 16, "8x8", None),            # edges, two row blocks
+    pytest.param(3, 130, 70, 33, 16, "8x8", None, marks=pytest.mark.slow),  # edges, two row blocks
     (3, 128, 128, 64, 8, "8x16", 2),              # copies before the barrier: STAGES-1 tiles ahead
-    (2, 128, 128, 48, 16, "8x16", 3),
+    pytest.param(2, 128, 128, 48, 16, "8x16", 3, marks=pytest.mark.slow),
     (4, 70, 33, 45, 8, "8x8", 0),
     (2, 33, 72, 21, 16, "8x16", 14),
 ])
@@ -99,7 +99,7 @@ def test_sgemm_dbuf(stages, m, n, k, bk, tile, issue_after, rng):
 @pytest.mark.parametrize("stages,m,n,k,bk,tile", [
     (2, 128, 128, 48, 8, "8x8"),                  # the chapter's tile
     (3, 70, 33, 45, 8, "8x16"),                   # edges: At padded to 128 x 48, 4-byte copies of B
-    (2, 130, 70, 33, 16, "8x8"),                  # edges, two row blocks
+    pytest.param(2, 130, 70, 33, 16, "8x8", marks=pytest.mark.slow),  # edges, two row blocks
     (2, 1, 1, 1, 16, "8x16"),
 ])
 def test_sgemm_kmajor(stages, m, n, k, bk, tile, rng):
@@ -134,7 +134,7 @@ def test_sgemm_dbuf_wrong_stage_reuse_is_caught(slot, ahead, error, rng):
         _launch_cp_async(a, b, np.zeros((128, 128), np.float32), stages, bk, tile, fn, beta=0.0, schedule="dbuf")
 
 
-@pytest.mark.parametrize("bk,tile", [(8, "8x8"), (16, "8x16")])
+@pytest.mark.parametrize("bk,tile", [(8, "8x8"), pytest.param(16, "8x16", marks=pytest.mark.slow)])
 def test_sgemm_edges_beta_zero_never_reads_c(bk, tile, rng):
     """At the edges with beta == 0, C is written, never read: NaN poison does not leak through."""
     m, n, k = 5, 130, 11
