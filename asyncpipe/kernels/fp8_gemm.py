@@ -128,22 +128,37 @@ def _address(a) -> int:
     return a.__cuda_array_interface__["data"][0] if hasattr(a, "__cuda_array_interface__") else 0
 
 
+# A tile's speed relative to the 192-wide one's when every SM is busy, measured on the H200 at 4096 x 24576 x 1536
+# (every width fills the SMs there; bench/h200_fp8_sweep.json, 2026-12-03: 588, 734 and 867 TFLOPS)
+TILE_SPEED = {64: 0.68, 128: 0.85, 192: 1.0}
+
+
+def wave_efficiency(m: int, n: int, block_n: int, sm_count: int) -> float:
+    """The share of the SMs' tile slots that hold D's elements: M N over waves x SMs x 128 x block_n, where a wave
+    is one tile per SM (the persistent grid walks ceil(tiles / SMs) of them) and a partial tile counts whole."""
+    tiles = math.ceil(m / FK.BM) * math.ceil(n / block_n)
+    return m * n / (math.ceil(tiles / sm_count) * sm_count * FK.BM * block_n)
+
+
 def choose_block_n(m: int, n: int, sm_count: int) -> int:
-    """The tile width ``fp8_gemm`` takes by default: 128, or 64 when 128-wide tiles would leave SMs idle (small M:
-    a decoding step's GEMM streams B through as many SMs as it can)."""
-    tiles = math.ceil(m / FK.BM) * math.ceil(n / 128)
-    return 128 if tiles >= sm_count else 64
+    """The tile width ``fp8_gemm`` takes by default: the one whose tiles keep the SMs busiest, weighed by how fast a
+    tile of that width runs (``TILE_SPEED``): 192 where its tiles fill whole waves (large M, and 24576 columns =
+    128 tiles at small M), 128 where 192 would leave a wave half empty (512 x 7168), 64 where even 128-wide tiles
+    are too few (small M, N 2112 or 7168). With ``choose_cluster`` it picks the fastest (width, cluster) of the H200's
+    sweep at 12 of issue 20's 14 shapes, and one within 13 % at the other two (64 and 128 x 7168 x 2048; two sweeps of the
+    same configurations differed by up to 10 %)."""
+    return max(FK.BLOCK_NS, key=lambda bn: TILE_SPEED[bn] * wave_efficiency(m, n, bn, sm_count))
 
 
 def choose_cluster(m: int, n: int, block_n: int, sm_count: int) -> tuple:
-    """The cluster ``fp8_gemm`` takes by default, from the sweep of every (block_n, cluster) at issue 20's shapes on
-    the H200 (``bench/h200_fp8_sweep.json``, 2026-12-03): with 128-wide tiles that fill the SMs, two CTAs share
-    B along M ((2, 1), up to +5 % at 4096^3) or, with a single 128-row tile of M, A along N ((1, 2), +7.5 % at
-    64 x 24576 x 1536); no cluster with 64-wide tiles, where the few tiles are better spread over SMs (a cluster
-    2 x 1 at M <= 128 is a CTA with nothing to do). 2 x 2 clusters ran at 0.4-0.6x and are never chosen."""
-    if block_n != 128 or math.ceil(m / FK.BM) * math.ceil(n / 128) < sm_count:
-        return (1, 1)
-    return (2, 1) if m > FK.BM else (1, 2)
+    """The cluster ``fp8_gemm`` takes by default, from the same sweep: with M one 128-row tile deep and tiles of
+    128 or more, the CTAs of adjacent N tiles share A ((1, 2): +9 % at 64 x 24576 x 1536 with 192-wide tiles);
+    with 128-wide tiles over several M tiles two CTAs share B ((2, 1): up to +5 %); otherwise none (192-wide tiles
+    at large M ran 2-5 % slower in clusters, and a 2 x 1 cluster at M <= 128 is a CTA with nothing to do). 2 x 2
+    clusters ran at 0.3-0.6x and are never chosen."""
+    if block_n >= 128 and m <= FK.BM:
+        return (1, 2)
+    return (2, 1) if block_n == 128 else (1, 1)
 
 
 def fp8_gemm(a, sa, b, sb, out=None, *, stages=None, block_n=None, cluster=None, stream=0):
@@ -351,5 +366,5 @@ def _scaled_mm_tflops(a, b, reps) -> dict:
     return out
 
 
-__all__ = ["API", "fp8_gemm", "choose_block_n", "choose_cluster", "check_fp8_gemm", "reference", "error_bound", "benchmark", "quantize_b_reference",
+__all__ = ["API", "fp8_gemm", "choose_block_n", "choose_cluster", "wave_efficiency", "TILE_SPEED", "check_fp8_gemm", "reference", "error_bound", "benchmark", "quantize_b_reference",
            "dequantize_b_reference", "random_operands", "to_device_scales"]

@@ -138,19 +138,23 @@ def test_quantize_check_messages(args, message):
     assert check_quantize((3, 272), "bfloat16", True, 0x100) == (3, 272)
 
 
-def test_block_n_follows_the_tile_count():
-    """128-wide tiles while they fill the SMs; 64 for the small-M shapes that would leave SMs idle."""
-    assert G.choose_block_n(4096, 4096, 132) == 128 and G.choose_block_n(1024, 2112, 132) == 128
-    assert G.choose_block_n(64, 7168, 132) == 64 and G.choose_block_n(512, 2112, 132) == 64
-    assert G.choose_block_n(512, 7168, 132) == 128          # 4 x 56 = 224 tiles
+def test_block_n_follows_the_waves():
+    """The widest tile whose tiles fill the SMs' waves: 192 at large M and at 24576 columns (128 tiles), 128 where
+    192 would leave a wave half empty, 64 where even 128-wide tiles are too few."""
+    assert G.choose_block_n(4096, 4096, 132) == G.choose_block_n(8192, 8192, 132) == 192
+    assert G.choose_block_n(64, 24576, 132) == G.choose_block_n(4096, 2112, 132) == 192
+    assert G.choose_block_n(512, 7168, 132) == 128          # 4 x 38 = 152 tiles of 192: two waves, 58 % full
+    assert G.choose_block_n(64, 7168, 132) == G.choose_block_n(512, 2112, 132) == 64
+    assert G.choose_block_n(1, 128, 132) == 64              # one tile at any width: the narrowest wastes least
+    assert G.wave_efficiency(512, 2112, 64, 132) == 1.0    # 4 x 33 tiles: one whole wave
+    assert abs(G.wave_efficiency(64, 24576, 192, 132) - 0.5 * 128 / 132) < 1e-12   # half of each tile past M
 
 
 def test_cluster_follows_the_sweep():
-    """(2, 1) for 128-wide tiles that fill the SMs, (1, 2) when M is one tile deep, none for 64-wide tiles."""
-    assert G.choose_cluster(4096, 4096, 128, 132) == (2, 1) and G.choose_cluster(512, 7168, 128, 132) == (2, 1)
-    assert G.choose_cluster(64, 24576, 128, 132) == G.choose_cluster(128, 24576, 128, 132) == (1, 2)
-    assert G.choose_cluster(64, 7168, 64, 132) == G.choose_cluster(512, 2112, 64, 132) == (1, 1)
-    assert G.choose_cluster(64, 7168, 128, 132) == (1, 1)    # an explicit block_n 128 that leaves SMs idle
+    """(1, 2) for tiles of 128 or 192 when M is one tile deep, (2, 1) for 128-wide tiles over several, else none."""
+    assert G.choose_cluster(64, 24576, 192, 132) == G.choose_cluster(128, 7168, 128, 132) == (1, 2)
+    assert G.choose_cluster(512, 7168, 128, 132) == G.choose_cluster(4096, 4096, 128, 132) == (2, 1)
+    assert G.choose_cluster(4096, 4096, 192, 132) == G.choose_cluster(64, 7168, 64, 132) == (1, 1)
 
 
 def test_stage_budget():
