@@ -51,8 +51,24 @@ MMA = {
 
 
 # the FP8 forms: (N, input type, form)
-MMA8 = {(n, ab, form): getattr(ptx, f"wgmma_mma_async_sync_aligned_m64n{n}k32_f32_{ab}_{ab}_{form}")
-        for n in NS8 for ab in FP8 for form in ("ss", "rs")}
+MMA8 = {
+    (64, "e4m3", "ss"): ptx.wgmma_mma_async_sync_aligned_m64n64k32_f32_e4m3_e4m3_ss,
+    (64, "e4m3", "rs"): ptx.wgmma_mma_async_sync_aligned_m64n64k32_f32_e4m3_e4m3_rs,
+    (128, "e4m3", "ss"): ptx.wgmma_mma_async_sync_aligned_m64n128k32_f32_e4m3_e4m3_ss,
+    (128, "e4m3", "rs"): ptx.wgmma_mma_async_sync_aligned_m64n128k32_f32_e4m3_e4m3_rs,
+    (192, "e4m3", "ss"): ptx.wgmma_mma_async_sync_aligned_m64n192k32_f32_e4m3_e4m3_ss,
+    (192, "e4m3", "rs"): ptx.wgmma_mma_async_sync_aligned_m64n192k32_f32_e4m3_e4m3_rs,
+    (256, "e4m3", "ss"): ptx.wgmma_mma_async_sync_aligned_m64n256k32_f32_e4m3_e4m3_ss,
+    (256, "e4m3", "rs"): ptx.wgmma_mma_async_sync_aligned_m64n256k32_f32_e4m3_e4m3_rs,
+    (64, "e5m2", "ss"): ptx.wgmma_mma_async_sync_aligned_m64n64k32_f32_e5m2_e5m2_ss,
+    (64, "e5m2", "rs"): ptx.wgmma_mma_async_sync_aligned_m64n64k32_f32_e5m2_e5m2_rs,
+    (128, "e5m2", "ss"): ptx.wgmma_mma_async_sync_aligned_m64n128k32_f32_e5m2_e5m2_ss,
+    (128, "e5m2", "rs"): ptx.wgmma_mma_async_sync_aligned_m64n128k32_f32_e5m2_e5m2_rs,
+    (192, "e5m2", "ss"): ptx.wgmma_mma_async_sync_aligned_m64n192k32_f32_e5m2_e5m2_ss,
+    (192, "e5m2", "rs"): ptx.wgmma_mma_async_sync_aligned_m64n192k32_f32_e5m2_e5m2_rs,
+    (256, "e5m2", "ss"): ptx.wgmma_mma_async_sync_aligned_m64n256k32_f32_e5m2_e5m2_ss,
+    (256, "e5m2", "rs"): ptx.wgmma_mma_async_sync_aligned_m64n256k32_f32_e5m2_e5m2_rs,
+}
 
 
 def mma(n, ab, form):
