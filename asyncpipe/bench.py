@@ -223,7 +223,16 @@ def bench_fp8_gemm(quick: bool, records: list):
                                 error=f"{type(exc).__name__}: {exc}", vs={}))
 
 
-PARTS = ("sgemm", "tma", "cluster_sum", "wgmma", "attention", "fp8_gemm", "first_call")   # first_call: every kernel's first call
+def bench_codecs(quick: bool, records: list):
+    """The MX/NVFP4 codecs (quantize and dequantize) at 1 GiB of bf16 (64 MiB quick) beside the device-to-device
+    copy of the same bytes, same run."""
+    from .kernels.mx_codec import benchmark
+
+    _progress("MX/NVFP4 codecs")
+    records.extend(benchmark(1 << (26 if quick else 30)))
+
+
+PARTS = ("sgemm", "tma", "cluster_sum", "wgmma", "attention", "fp8_gemm", "codecs", "first_call")   # first_call: every kernel's first call
 
 
 FIRST_CALL_JOBS = 12   # kernels compiled at once for the first-call rows (each process on one core; 16 on the H200)
@@ -252,7 +261,8 @@ def run_bench(json_path: str | None = None, reference: str | None = None, quick:
                        (bench_cluster_sum, (1 << (24 if quick else 29), yard, ref, records)),
                        (bench_wgmma, ((1024,) if quick else (4096, 8192), records)),
                        (bench_attention, (quick, records)),
-                       (bench_fp8_gemm, (quick, records))):
+                       (bench_fp8_gemm, (quick, records)),
+                       (bench_codecs, (quick, records))):
         if only is not None and part.__name__.removeprefix("bench_") not in only:
             continue
         try:

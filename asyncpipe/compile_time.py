@@ -85,7 +85,30 @@ def shipped(sgemm_configs) -> dict[str, tuple[str, dict]]:
             block_n=256, stages=4, cluster=2, ab="bf16", b_kmajor=False, c_bf16=True, epilogue=epilogue))
     for name, config in attention_configs().items():
         out[name] = ("attention", config)
+    for name, config in fp8_gemm_configs().items():
+        out[name] = ("fp8_gemm", config)
+    out["fp8_quantize_1x128"] = ("fp8_quantize", {})
+    for name, fmt in CODECS:
+        out[codec_name(name, fmt)] = ("codec", dict(name=name, fmt=fmt))
     return out
+
+
+# the codec kernels mx_codec.benchmark runs: (kernel_function's name, format)
+CODECS = (("mxfp8_quantize", "e4m3"), ("mxfp8_quantize", "e5m2"), ("mxfp4_quantize", None),
+          ("nvfp4_quantize", None), ("finite_amax", None), ("mxfp8_dequantize", "e4m3"), ("mxfp4_dequantize", None),
+          ("nvfp4_dequantize", None))
+
+
+def codec_name(name: str, fmt: str | None) -> str:
+    return f"codec_{name}" + (f"_{fmt}" if fmt else "")
+
+
+def fp8_gemm_configs() -> dict[str, dict]:
+    """The FP8 GEMM kernels the bench's shapes compile by default on an H200 (``fp8_gemm.bench_configs``)."""
+    from .kernels.fp8_gemm import bench_configs
+
+    return {f"fp8_gemm_bn{bn}_s{st}_c{cm}x{cn}": dict(block_n=bn, stages=st, cluster=[cm, cn])
+            for bn, st, (cm, cn) in bench_configs()}
 
 
 def attention_configs() -> dict[str, dict]:
@@ -158,8 +181,28 @@ def _build_attention(head_dim, causal, ab):
             dict(launch_bounds=AK.LAUNCH_BOUNDS))
 
 
+def _build_fp8_gemm(block_n, stages, cluster):
+    from .kernels import fp8_gemm_kernel as FK
+
+    return (FK.make_kernel(block_n=block_n, stages=stages, cluster=tuple(cluster)), FK.kernel_argtypes(),
+            dict(launch_bounds=FK.LAUNCH_BOUNDS))
+
+
+def _build_fp8_quantize():
+    from .kernels import fp8_quant as Q
+
+    return Q.quantize_kernel, Q.kernel_argtypes(), {}
+
+
+def _build_codec(name, fmt):
+    from .kernels import mx_codec_kernel as K
+
+    return K.kernel_function(name, fmt), K.kernel_argtypes(name), {}
+
+
 BUILDERS = {"sgemm": _build_sgemm, "transpose": _build_transpose, "tma_add_one": _build_tma_add_one,
-            "cluster_sum": _build_cluster_sum, "wgmma_gemm": _build_wgmma_gemm, "attention": _build_attention}
+            "cluster_sum": _build_cluster_sum, "wgmma_gemm": _build_wgmma_gemm, "attention": _build_attention,
+            "fp8_gemm": _build_fp8_gemm, "fp8_quantize": _build_fp8_quantize, "codec": _build_codec}
 
 
 # ------------------------------------------------------------------------------------------------

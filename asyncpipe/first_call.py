@@ -32,8 +32,9 @@ def sgemm_name(variant: str, stages: int, bk: int, tile: str, schedule: str) -> 
 
 def calls() -> dict:
     """{name: first call} for every kernel configuration the bench times (its SGEMM configurations, the TMA add-one's
-    chapter kernel and its pipelined kernel at each stage count, the cluster kernels, the wgmma GEMM's epilogues),
-    at a small size: the first call's cost is the compile or the cache load, not the run."""
+    chapter kernel and its pipelined kernel at each stage count, the cluster kernels, the wgmma GEMM's epilogues,
+    the attention kernels, the FP8 GEMM's default kernels and its quantizer, the MX/NVFP4 codecs), at a small size:
+    the first call's cost is the compile or the cache load, not the run."""
     import numpy as np
     from numba import cuda
 
@@ -69,7 +70,56 @@ def calls() -> dict:
             x = cuda.to_device(bf16_bits(np.ones((1, 256, 2, hd), np.float32)))
             return attention(x, x, x, causal=causal)
         out[name] = call
+    from .compile_time import fp8_gemm_configs
+
+    for name, cfg in fp8_gemm_configs().items():            # the bench's FP8 GEMM kernels, at 256 x 384 x 256
+        def gemm(cfg=cfg):
+            from .kernels import fp8_gemm as F
+
+            a, sa, b, sb = F.random_operands(np.random.default_rng(0), 256, 384, 256)
+            return F.fp8_gemm(cuda.to_device(a), F.to_device_scales(sa), cuda.to_device(b), cuda.to_device(sb),
+                              block_n=cfg["block_n"], stages=cfg["stages"], cluster=tuple(cfg["cluster"]))
+        out[name] = gemm
+
+    def quantize():
+        from .kernels.fp8_quant import quantize_fp8_rowwise_blocks
+
+        return quantize_fp8_rowwise_blocks(dev("bf16"))
+    out["fp8_quantize_1x128"] = quantize
+    for name in CODEC_CALLS:                                # the codecs the bench times, on 256 x 256 values
+        out[name] = lambda name=name: _codec_call(name, dev("bf16"))
     return out
+
+
+# the codec calls mx_codec.benchmark times; "..._amax": quantize_nvfp4 without a tensor scale, which runs (and
+# compiles) the amax kernel before the quantizer; the dequantizers take random bytes made on the host
+CODEC_CALLS = ("codec_quantize_mxfp8_e4m3", "codec_quantize_mxfp8_e5m2", "codec_quantize_mxfp4", "codec_quantize_nvfp4",
+               "codec_quantize_nvfp4_amax", "codec_dequantize_mxfp8_e4m3", "codec_dequantize_mxfp4",
+               "codec_dequantize_nvfp4")
+
+
+def _codec_call(name: str, x):
+    """The first call of one public codec function (``CODEC_CALLS``) on the 256 x 256 bf16 ``x``."""
+    import numpy as np
+    from numba import cuda
+
+    from .kernels import mx_codec as C
+
+    rng = np.random.default_rng(0)
+
+    def u8(cols, high=256):
+        return cuda.to_device(rng.integers(0, high, (256, cols), dtype=np.uint8))
+
+    return {
+        "codec_quantize_mxfp8_e4m3": lambda: C.quantize_mxfp8(x, "e4m3"),
+        "codec_quantize_mxfp8_e5m2": lambda: C.quantize_mxfp8(x, "e5m2"),
+        "codec_quantize_mxfp4": lambda: C.quantize_mxfp4(x),
+        "codec_quantize_nvfp4": lambda: C.quantize_nvfp4(x, 1.0),
+        "codec_quantize_nvfp4_amax": lambda: C.quantize_nvfp4(x),
+        "codec_dequantize_mxfp8_e4m3": lambda: C.dequantize_mxfp8(u8(256), u8(8, 255), "e4m3"),
+        "codec_dequantize_mxfp4": lambda: C.dequantize_mxfp4(u8(128), u8(8, 255)),
+        "codec_dequantize_nvfp4": lambda: C.dequantize_nvfp4(u8(128), u8(16, 127), 1.0),
+    }[name]()
 
 
 NUMBA_INIT = "_numba_init"

@@ -53,7 +53,7 @@ def test_the_real_entry_point_imports_nothing_heavy():
 
 
 @pytest.mark.parametrize("argv,msg", [
-    (["--only", "sgemm,fft"], "error: bench: --only parts must be among ('sgemm', 'tma', 'cluster_sum', 'wgmma', 'attention', 'fp8_gemm', 'first_call'), "
+    (["--only", "sgemm,fft"], "error: bench: --only parts must be among ('sgemm', 'tma', 'cluster_sum', 'wgmma', 'attention', 'fp8_gemm', 'codecs', 'first_call'), "
                               "got 'fft'"),
     (["--sgemm-stages", "3,x"], "error: bench: --sgemm-stages must be comma-separated integers >= 2, got '3,x'"),
     (["--sgemm-stages", "1,3"], "error: bench: --sgemm-stages must be comma-separated integers >= 2, got '1,3'"),
@@ -71,7 +71,7 @@ def test_arguments_parse_and_the_help_says_the_exit_status(capsys):
     assert e.value.code == 0
     text = " ".join(capsys.readouterr().out.split())
     assert "exit status: 0 timed; 1 no usable GPU (one line on stderr, nothing timed); 2 bad arguments" in text
-    assert "--only ONLY comma-separated parts to run: sgemm, tma, cluster_sum, wgmma, attention, fp8_gemm, first_call (default: all)" in text
+    assert "--only ONLY comma-separated parts to run: sgemm, tma, cluster_sum, wgmma, attention, fp8_gemm, codecs, first_call (default: all)" in text
 
 
 @pytest.mark.gpu

@@ -146,7 +146,7 @@ def attention_kernel(tma_q, tma_k, tma_v, tma_o, lse, seqlen_q, seqlen_k, heads,
         o = cuda.local.array(O_REGS, float32)
         s = cuda.local.array(S_REGS, float32)
         p = cuda.local.array(P_REGS, uint32)
-        for i in unroll(O_REGS):
+        for i in unroll(O_REGS, llvm=LLVM_LOOPS, nest=8):
             o[i] = float32(0)
         run_max0 = NEG_INF                           # row maxima so far, in log2 units (scale folded in)
         run_max1 = NEG_INF
@@ -215,9 +215,9 @@ def attention_kernel(tma_q, tma_k, tma_v, tma_o, lse, seqlen_q, seqlen_k, heads,
             if row0 + 8 < seqlen_q:
                 lse[out + row0 + 8] = (run_max1 + math.log2(run_sum1)) * LN2 if run_sum1 > float32(0) else NEG_INF
         r_in = 16 * (t // 32) + g                    # rows r_in and r_in + 8 of the warpgroup's 64: both g mod 8
-        for k in unroll(D_BOXES):
+        for k in unroll(D_BOXES, llvm=LLVM_LOOPS):
             staged = (pad + k * Q_BOX_BYTES + 64 * c * W.SWIZZLE_128B_ROW_BYTES) // WORD_BYTES
-            for jj in unroll(BOX_COLS // 8):
+            for jj in unroll(BOX_COLS // 8, llvm=LLVM_LOOPS):
                 i = 4 * (k * (BOX_COLS // 8) + jj)   # o[i .. i + 3]: columns 8 jj + 2 q4 (+1), rows r_in, r_in + 8
                 cb = (8 * jj + 2 * q4) * ELEM_BYTES
                 word = staged + r_in * (W.SWIZZLE_128B_ROW_BYTES // WORD_BYTES) + (((cb >> 4) ^ g) << 2) + \
@@ -322,7 +322,7 @@ def softmax():
         if CAUSAL:
             lim0 = min(seqlen_k, row0 + 1 + seqlen_k - seqlen_q)
             lim1 = min(seqlen_k, row0 + 9 + seqlen_k - seqlen_q)
-        for i in unroll(S_REGS):
+        for i in unroll(S_REGS, llvm=LLVM_LOOPS, nest=8):
             col = j * BN + 8 * (i >> 2) + 2 * q4 + (i & 1)
             if (i >> 1) & 1:
                 if col >= lim1:
@@ -332,7 +332,7 @@ def softmax():
                     s[i] = NEG_INF
     mx0 = NEG_INF                                        # maxima of the raw scores (the scale is positive)
     mx1 = NEG_INF
-    for i in unroll(S_REGS):
+    for i in unroll(S_REGS, llvm=LLVM_LOOPS, nest=8):
         if (i >> 1) & 1:
             mx1 = max(mx1, s[i])
         else:
@@ -349,7 +349,7 @@ def softmax():
     corr1 = ptx.ex2_approx_ftz_f32(run_max1 - base1)
     sum0 = float32(0)
     sum1 = float32(0)
-    for i in unroll(S_REGS):                             # exp2(S * scale_log2 - max): one FFMA and one MUFU each
+    for i in unroll(S_REGS, llvm=LLVM_LOOPS, nest=8):   # exp2(S * scale_log2 - max): one FFMA and one MUFU each
         if (i >> 1) & 1:
             e = ptx.ex2_approx_ftz_f32(s[i] * scale_log2 - base1)
             sum1 += e
@@ -366,7 +366,7 @@ def softmax():
 @kernel_part
 def rescale_o():
     """O, to the new maxima."""
-    for i in unroll(O_REGS):
+    for i in unroll(O_REGS, llvm=LLVM_LOOPS, nest=8):
         if (i >> 1) & 1:
             o[i] = o[i] * corr1
         else:
@@ -376,11 +376,12 @@ def rescale_o():
 @kernel_part
 def convert_p():
     """P_j as bf16/fp16 pairs: the A fragments of P V."""
-    for r in unroll(P_REGS):
+    for r in unroll(P_REGS, llvm=LLVM_LOOPS, nest=8):
         p[r] = CVT(s[2 * r + 1], s[2 * r])
 
 
-def kernel_constants(head_dim=128, stages=None, causal=False, ab="bf16", bn=None, pingpong=True, overlap=True) -> dict:
+def kernel_constants(head_dim=128, stages=None, causal=False, ab="bf16", bn=None, pingpong=True, overlap=True,
+                     llvm_loops=True) -> dict:
     """The compile-time constants of one configuration. ``pingpong=False``: the consumers issue their GEMMs
     without taking turns; ``overlap=False``: each round waits for both GEMMs before the softmax (the
     ablations of FlashAttention-3's two overlaps)."""
@@ -390,7 +391,7 @@ def kernel_constants(head_dim=128, stages=None, causal=False, ab="bf16", bn=None
     mma_o = getattr(ptx, f"wgmma_mma_async_sync_aligned_m64n{head_dim}k16_f32_{ab}_{ab}_rs")
     cvt = ptx.cvt_rn_bf16x2_f32 if ab == "bf16" else ptx.cvt_rn_f16x2_f32
     return dict(HD=head_dim, BN=bn, STAGES=stages, CAUSAL=int(bool(causal)), PINGPONG=int(bool(pingpong)),
-                OVERLAP=int(bool(overlap)), MMA_S=mma_s, MMA_O=mma_o, CVT=cvt,
+                OVERLAP=int(bool(overlap)), LLVM_LOOPS=int(bool(llvm_loops)), MMA_S=mma_s, MMA_O=mma_o, CVT=cvt,
                 S_REGS=W.accumulators(bn), O_REGS=W.accumulators(head_dim), P_REGS=bn // 4,
                 **sizes(head_dim, bn, stages))
 

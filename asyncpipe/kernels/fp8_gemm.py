@@ -310,6 +310,20 @@ BENCH_SHAPES = ((4096, 4096, 4096), (8192, 8192, 8192),
                 *((m, n, k) for n, k in ((7168, 2048), (2112, 7168), (24576, 1536)) for m in (64, 128, 512, 4096)))
 
 
+H200_SMS, H200_SMEM_OPTIN = 132, 232448      # the H200's SMs and opt-in shared memory per block (bytes)
+
+
+def bench_configs(sm_count: int = H200_SMS, smem_optin: int = H200_SMEM_OPTIN) -> list[tuple]:
+    """(block_n, stages, cluster) of every kernel the bench's shapes (``BENCH_SHAPES``) compile with the default
+    choices on a GPU of ``sm_count`` SMs and ``smem_optin`` bytes of shared memory per block (an H200's unless
+    given): what ``python -m asyncpipe bench --compile`` and the first-call rows compile."""
+    out = set()
+    for m, n, _ in BENCH_SHAPES:
+        bn = choose_block_n(m, n, sm_count)
+        out.add((bn, FK.max_stages(bn, smem_optin), choose_cluster(m, n, bn, sm_count)))
+    return sorted(out)
+
+
 def benchmark(m: int, n: int, k: int, *, stages=None, block_n=None, cluster=None, reps: int = 20,
               yardsticks: bool = True, operands=None) -> dict:
     """TFLOPS (2 M N K) of ``fp8_gemm`` at m x n x k beside ``torch._scaled_mm`` e4m3 -> bf16 with tensorwise

@@ -115,24 +115,21 @@ SCHEDULES = ("plain", "dbuf", "kmajor")
 SCHEDULE = "plain"
 A_KMAJOR = False                          # the kernels' default: A is read row-major (kmajor: True)
 # LLVM_LOOPS: the register tile's loops (i, j; not the k-steps) left as range loops over cuda.local.array tiles,
-# unrolled by LLVM (``unroll(N, llvm=...)``): numba types one body instead of 64, the cold compile of the chapter's
-# 3-stage interior kernel 16.6 -> ~3.6 s offline, its SASS figures the same or better (bench/compile_experiments.md).
-# Only the configurations of LLVM_LOOP_CONFIGS (``kernel_source``); the others keep the statements expanded.
+# unrolled by LLVM (``unroll(N, llvm=...)``): numba types one body instead of 64 (or 128), so a cold compile costs
+# seconds, not minutes: the chapter's 3-stage interior kernel 16.6 -> ~3.6 s offline, the 8 x 16 bk 16 kernels
+# 100-500 s -> 9-15 s (bench/compile_experiments.md). Every configuration of ``kernel_source`` takes this form
+# (``llvm_loops=False``, for experiments, expands the statements instead). Offline, against the expanded form, the
+# main loop keeps its FFMA, LDS, copies, barriers and no spills; its length is the same or within 3 instructions of
+# 1140-2245, the registers the same or fewer but for the chapter's edge kernel (+4 of 164: one CTA per SM either way).
 LLVM_LOOPS = False
-# (stages, vec_a, vec_b, edges, bk, tile, schedule) given LLVM loops: those whose SASS figures (loop length, FFMA,
-# LDS, copies, registers, spills, register-bank conflicts) were compared offline with the expanded form's and were
-# the same or better (bench/compile_experiments.md: the tables and the cold-compile seconds)
-LLVM_LOOP_CONFIGS = frozenset({
-    (3, 4, 4, False, 8, "8x8", "plain"),          # the chapter's interior kernel (b44750e): ~16 s -> ~3.6 s
-    # the fastest, 8 x 16, bk 16, kmajor, interior: 330 s -> ~12 s; its FFMAs columns outer (the expanded form's
-    # order, rows outer, gave 4 more MOVs a tile here): 208 registers instead of 224, 2203 instructions a tile
-    # instead of 2204, 473 bank-conflicted FFMAs of 2048 instead of 512
-    (3, 4, 4, False, 16, "8x16", "kmajor"),
-    # ... and its edge twin: ~830 s (loaded) -> ~19 s; 225 registers instead of 240, the same 2271 instructions a
-    # tile, 457 conflicted FFMAs instead of 535. Its epilogue keeps the rows expanded (store_c): as a loop over
-    # 8 rows of bounds-tested stores LLVM unrolled only the columns, and acc went to local memory
-    (3, 4, 4, True, 16, "8x16", "kmajor"),
-})
+# COLS_OUTER: the plain loop's FFMAs in LLVM loops with the columns outer (``for j: for i:``), the kmajor loop's
+# order; rows outer otherwise (the expanded form's order). ptxas allocates the accumulators after the order it is
+# given, and the order decides how many FFMAs read two registers of one bank (``Cubin.ffma_bank_conflicts``):
+# offline, conflicted FFMAs of the main loop, rows / columns outer (expanded): 8 x 8 bk 8 252 / 340 (259), 8 x 8
+# bk 16 711 / 520 (540), 8 x 16 bk 8 437 / 431 (437), 8 x 16 bk 16 827 / 818 (827). ``kernel_source`` takes
+# columns outer for all but the chapter's 8 x 8 bk 8 tile; the dbuf loop stays rows outer (columns: 1151 against
+# 666 of 2048), the kmajor loop columns outer (473 against 505; expanded 512).
+COLS_OUTER = False
 # Floats of padding after each row of the A tile in shared memory, per schedule: its rows sit BK + A_PAD floats
 # apart (``a_pitch``). Chosen by measurement: on the H200 at 4096^3 (8 x 16, bk 16, 3 stages; bench/h200.md, seventh
 # session), against 44.6 TFLOPS for LDS.128 of four k-steps unpadded, the dbuf loop's A read two k-steps at a time
@@ -276,9 +273,14 @@ def sgemm_cp_async(M, N, K, alpha, A, B, beta, C):
                 reg_n[j] = smem[b_base + dot * BN + (j // 4) * COL_STEP + j % 4]
             if dot == ISSUE_AFTER:
                 a_src, b_src = issue_next(kt, write, a_src, b_src)
-            for i in unroll(TM, llvm=LLVM_LOOPS):
-                for j in unroll(TN, llvm=LLVM_LOOPS):
-                    acc[i, j] += reg_m[i] * reg_n[j]
+            if LLVM_LOOPS and COLS_OUTER:             # the FFMA order ptxas allocates best (COLS_OUTER)
+                for j in unroll(TN, llvm=True):
+                    for i in unroll(TM, llvm=True):
+                        acc[i, j] += reg_m[i] * reg_n[j]
+            else:
+                for i in unroll(TM, llvm=LLVM_LOOPS):
+                    for j in unroll(TN, llvm=LLVM_LOOPS):
+                        acc[i, j] += reg_m[i] * reg_n[j]
         write = read
         read = read + TILE_FLOATS if read < (STAGES - 1) * TILE_FLOATS else 0
     ptx.cp_async_wait_all()                           # nothing in flight at exit
@@ -334,20 +336,20 @@ def sgemm_cp_async_dbuf(M, N, K, alpha, A, B, beta, C):
 
     splice(ring_copies)                               # issue(), issue_next(); tiles 0 .. AHEAD-1 in flight
 
-    acc = registers(TM, TN, dtype=float32)
+    acc = registers(TM, TN, dtype=float32, llvm=LLVM_LOOPS)
     # Fragments. B: two k-steps, [d % 2] holds k-step d's. A: two pairs of k-steps, [(d // 2) % 2, i, d % 2] holds
     # k-step d's, read two k-steps at a time (one LDS.64 a row: load_shared_x2, which LLVM does not merge into
     # LDS.128 of four k-steps as it does the plain loop's reads; see A_PAD for what that bought). BK is even, so
     # each tile starts with set 0 of both.
-    frag_a = registers(2, TM, 2, dtype=float32)
-    frag_n = registers(2, TN, dtype=float32)
+    frag_a = registers(2, TM, 2, dtype=float32, llvm=LLVM_LOOPS, init=False)
+    frag_n = registers(2, TN, dtype=float32, llvm=LLVM_LOOPS, init=False)
     ptx.cp_async_wait_group(AHEAD - 1)                # tile 0 has landed ...
     cuda.syncthreads()                                # ... for every thread
     a_base = row_base * LDA
     b_base = BM * LDA + thread_col * 4
-    for i in unroll(TM):
+    for i in unroll(TM, llvm=LLVM_LOOPS):
         frag_a[0, i, 0], frag_a[0, i, 1] = load_shared_x2(smem, a_base + i * RI * LDA)
-    for j in unroll(TN):
+    for j in unroll(TN, llvm=LLVM_LOOPS):
         frag_n[0, j] = smem[b_base + (j // 4) * COL_STEP + j % 4]
     # ---- main loop ------------------------------------------------------------------------------
     # `read`: tile kt's stage; `write`: where this iteration's copies go (tile kt-1's stage, the previous
@@ -361,22 +363,22 @@ def sgemm_cp_async_dbuf(M, N, K, alpha, A, B, beta, C):
         for dot in unroll(BK):
             if dot < BK - 1:                          # k-step dot+1 of tile kt into the other set
                 if (dot + 1) % 2 == 0:                # ... and its pair of A
-                    for i in unroll(TM):
+                    for i in unroll(TM, llvm=LLVM_LOOPS):
                         frag_a[((dot + 1) // 2) % 2, i, 0], frag_a[((dot + 1) // 2) % 2, i, 1] = load_shared_x2(
                             smem, a_base + i * RI * LDA + dot + 1)
-                for j in unroll(TN):
+                for j in unroll(TN, llvm=LLVM_LOOPS):
                     frag_n[(dot + 1) % 2, j] = smem[b_base + (dot + 1) * BN + (j // 4) * COL_STEP + j % 4]
             else:                                     # tile kt+1's k-step 0 (and A's k-steps 0-1) into set 0
                 ptx.cp_async_wait_group(STAGES - 2)   # tile kt+1 has landed (for this thread) ...
                 cuda.syncthreads()                    # ... for every thread; tile kt is consumed
-                for i in unroll(TM):
+                for i in unroll(TM, llvm=LLVM_LOOPS):
                     frag_a[0, i, 0], frag_a[0, i, 1] = load_shared_x2(smem, nread + row_base * LDA + i * RI * LDA)
-                for j in unroll(TN):
+                for j in unroll(TN, llvm=LLVM_LOOPS):
                     frag_n[0, j] = smem[nread + BM * LDA + thread_col * 4 + (j // 4) * COL_STEP + j % 4]
             if dot == DB_SLOT:                        # tile kt + AHEAD into tile kt's stage or tile kt-1's
                 a_src, b_src = issue_next(kt, read if AHEAD == STAGES else write, a_src, b_src)
-            for i in unroll(TM):
-                for j in unroll(TN):
+            for i in unroll(TM, llvm=LLVM_LOOPS):
+                for j in unroll(TN, llvm=LLVM_LOOPS):
                     acc[i, j] += frag_a[(dot // 2) % 2, i, dot % 2] * frag_n[dot % 2, j]
         write = read
         read = nread
@@ -441,7 +443,7 @@ def sgemm_cp_async_kmajor(M, N, K, alpha, A, B, beta, C):
                     frag_n[0, j] = smem[nread + BK * BM + thread_col * 4 + (j // 4) * COL_STEP + j % 4]
             if dot == DB_SLOT:                        # tile kt + AHEAD into tile kt's stage or tile kt-1's
                 a_src, b_src = issue_next(kt, read if AHEAD == STAGES else write, a_src, b_src)
-            if LLVM_LOOPS:                            # columns outer: 208 registers, not 224 (see LLVM_LOOP_CONFIGS)
+            if LLVM_LOOPS:                            # columns outer: 208 registers, not 224 (see COLS_OUTER)
                 for j in unroll(TN, llvm=True):
                     for i in unroll(TM, llvm=True):
                         acc[i, j] += frag_m[dot % 2, i] * frag_n[dot % 2, j]
@@ -469,7 +471,7 @@ def sgemm_v4(M, N, K, alpha, A, B, beta, C):
     row_base = thread_row * TM                        # this thread's rows of C: row_base + i, as in the chapter
     row0 = cuda.blockIdx.y * BM
     col0 = cuda.blockIdx.x * BN
-    acc = registers(TM, TN, dtype=float32)
+    acc = registers(TM, TN, dtype=float32, llvm=LLVM_LOOPS)
     v = tid * 4                                       # interior: this thread's 16 bytes of each tile
     a_off = (row0 + v // BK) * K + v % BK             # ... of A at k0 = 0
     b_off = (v // BN) * N + col0 + v % BN             # ... of B at k0 = 0
@@ -496,14 +498,14 @@ def sgemm_v4(M, N, K, alpha, A, B, beta, C):
         a_base = thread_row * TM * BK
         b_base = BM * BK + thread_col * 4             # columns thread_col * 4 + j % 4 (+ BN/2 for j >= 4)
         for dot in unroll(BK):
-            reg_m = registers(TM)
-            reg_n = registers(TN)
-            for i in unroll(TM):
+            reg_m = registers(TM, llvm=LLVM_LOOPS, init=False, local_dtype=float32)
+            reg_n = registers(TN, llvm=LLVM_LOOPS, init=False, local_dtype=float32)
+            for i in unroll(TM, llvm=LLVM_LOOPS):
                 reg_m[i] = smem[a_base + i * BK + dot]   # LLVM merges these into LDS.128
-            for j in unroll(TN):
+            for j in unroll(TN, llvm=LLVM_LOOPS):
                 reg_n[j] = smem[b_base + dot * BN + (j // 4) * (BN // 2) + j % 4]
-            for i in unroll(TM):
-                for j in unroll(TN):
+            for i in unroll(TM, llvm=LLVM_LOOPS):
+                for j in unroll(TN, llvm=LLVM_LOOPS):
                     acc[i, j] += reg_m[i] * reg_n[j]
         cuda.syncthreads()
     splice(store_c)                                   # C = alpha * acc + beta * C (RI = 1, COL_STEP = BN / 2)
@@ -520,7 +522,7 @@ _COPY = {4: ptx.cp_async_cg_shared_global_16_src_size, 1: ptx.cp_async_ca_shared
 
 def kernel_source(variant: str = "cp_async", stages: int = 3, vec_a: int = 4, vec_b: int = 4, edges: bool = True,
                   bk: int = BK, tile: str = TILE, issue_after: int | None = None, schedule: str = SCHEDULE,
-                  llvm_loops: bool | None = None):
+                  llvm_loops: bool = True):
     """The unrolled Python function of one configuration (what ``kernel`` compiles). With
     ``edges=False`` (M, N multiples of 128, K of ``bk``: the chapter's case) tiles never hang over an
     edge and the loads and stores drop their bounds arithmetic. ``bk`` (cp.async only): the k-depth
@@ -530,14 +532,14 @@ def kernel_source(variant: str = "cp_async", stages: int = 3, vec_a: int = 4, ve
     ``schedule`` (cp.async only): the main loop, ``"plain"`` (``sgemm_cp_async``) or ``"dbuf"``
     (``sgemm_cp_async_dbuf``: fragments double-buffered in registers); for ``"dbuf"``, ``issue_after`` is the
     k-step slot of the copies, 0..bk-1 (None: bk-1, right after the barrier that ends the tile's reads).
-    ``llvm_loops`` (for experiments; None: ``uses_llvm_loops``): the register tile's loops left to LLVM (True) or
-    expanded statement by statement (False)."""
+    ``llvm_loops`` (for experiments): the register tile's loops left to LLVM (True, the default) or expanded
+    statement by statement (False: the form before issue 17, minutes to compile at 8 x 16)."""
     # Only the branches the constants take are kept (``static_ifs``): numba's closure inlining would
     # otherwise copy ``issue_next`` (and, at the edges, its bounds arithmetic) into every k-step of the
     # loop before pruning: 2 to 4 times the compile time, minutes at the edges. The SASS is the same
     # either way (bench/h200.md, "Compile time").
     if variant == "v4":
-        return unrolled(sgemm_v4, EDGES=edges, RI=1, COL_STEP=BN // 2, static_ifs=True)
+        return unrolled(sgemm_v4, EDGES=edges, RI=1, COL_STEP=BN // 2, LLVM_LOOPS=bool(llvm_loops), static_ifs=True)
     if not edges and (vec_a, vec_b) != (4, 4):
         raise ValueError("edges=False needs 16-byte copies (vec_a = vec_b = 4)")
     if schedule == "kmajor" and vec_a != 4:
@@ -555,31 +557,17 @@ def kernel_source(variant: str = "cp_async", stages: int = 3, vec_a: int = 4, ve
         if not 0 <= slot < bk:
             raise ValueError(f"issue_after (the k-step slot of the copies) must be in 0..{bk - 1} for {schedule}")
         kmajor = dict(A_KMAJOR=True, ROW_STEP=BM // (t.tm // 4)) if schedule == "kmajor" else {}
-        if llvm_loops is None:
-            llvm_loops = uses_llvm_loops(stages, vec_a, vec_b, edges, bk, tile, issue_after, schedule)
         return unrolled(sgemm_cp_async_kmajor if kmajor else sgemm_cp_async_dbuf, STAGES=stages, VEC_A=vec_a,
                         LLVM_LOOPS=bool(llvm_loops),
                         VEC_B=vec_b, EDGES=edges, copy_a=_COPY[vec_a], copy_b=_COPY[vec_b], BK=bk,
                         LDA=a_pitch(bk, schedule), TILE_FLOATS=tile_floats(bk, schedule), RI=t.ri,
                         COL_STEP=BN // (t.tn // 4), DB_SLOT=slot, AHEAD=stages - 1 if slot < bk - 1 else stages,
                         static_ifs=True, **layout, **kmajor)
-    if llvm_loops is None:
-        llvm_loops = uses_llvm_loops(stages, vec_a, vec_b, edges, bk, tile, issue_after, schedule)
     return unrolled(sgemm_cp_async, STAGES=stages, AHEAD=stages - 1, VEC_A=vec_a, VEC_B=vec_b, EDGES=edges,
-                    LLVM_LOOPS=bool(llvm_loops),
+                    LLVM_LOOPS=bool(llvm_loops), COLS_OUTER=(tile, bk) != (TILE, BK),
                     copy_a=_COPY[vec_a], copy_b=_COPY[vec_b], BK=bk, LDA=a_pitch(bk, schedule),
                     TILE_FLOATS=tile_floats(bk, schedule), RI=t.ri, COL_STEP=BN // (t.tn // 4),
                     ISSUE_AFTER=t.issue_after[bk] if issue_after is None else issue_after, static_ifs=True, **layout)
-
-
-def uses_llvm_loops(stages: int = 3, vec_a: int = 4, vec_b: int = 4, edges: bool = True, bk: int = BK,
-                    tile: str = TILE, issue_after: int | None = None, schedule: str = SCHEDULE) -> bool:
-    """Whether ``kernel_source`` gives this cp.async configuration LLVM loops: one of ``LLVM_LOOP_CONFIGS``, with
-    the copies where the configuration puts them by default (``issue_after`` None or that place)."""
-    if (stages, vec_a, vec_b, edges, bk, tile, schedule) not in LLVM_LOOP_CONFIGS:
-        return False
-    default = bk - 1 if schedule in ("dbuf", "kmajor") else TILES[tile].issue_after[bk]
-    return issue_after in (None, default)
 
 
 def kernel(variant: str = "cp_async", stages: int = 3, vec_a: int = 4, vec_b: int = 4, edges: bool = True,

@@ -21,7 +21,9 @@ sees it:
     the loop stays ``for i in range(N)`` and the array is a zeroed ``cuda.local.array``: LLVM unrolls
     the loop (NVVM's -O3 at the link) and promotes the array to registers when every index is then a
     constant. numba types and lowers one loop body instead of N: the chapter's SGEMM compiles about 5x
-    faster this way (bench/compile_experiments.md). FLAG false: as without it. ``init=False`` leaves
+    faster this way (bench/compile_experiments.md). FLAG false: as without it. ``nest=K`` (with FLAG true):
+    the loop becomes two, N // K by K, that LLVM unrolls one after the other (a 64-long loop of a few
+    instructions each is over its full-unroll threshold; 8 and 8 are not). ``init=False`` leaves
     such a local array unzeroed (for fragments written before they are read; numba then types no
     zeroing loops); scalarised registers are always zeroed. ``local_dtype``: the local array's
     dtype where it differs from ``dtype`` (None for registers typed by what is assigned to them).
@@ -54,7 +56,7 @@ from pathlib import Path
 from typing import Any
 
 
-def unroll(n, llvm=False):  # pragma: no cover - a marker, rewritten away by unrolled()
+def unroll(n, llvm=False, nest=None):  # pragma: no cover - a marker, rewritten away by unrolled()
     """Marker: ``for i in unroll(N)`` is expanded at compile time (see the module doc)."""
     return range(n)
 
@@ -236,6 +238,9 @@ class _Unroll(ast.NodeTransformer):
                 raise UnrollError("unroll loops take one loop variable and no else")
             n = int(_const(it.args[0], self.env))
             if self._by_llvm(it):                     # left a range loop: LLVM unrolls it
+                nest = next((int(_const(kw.value, self.env)) for kw in it.keywords if kw.arg == "nest"), None)
+                if nest and nest < n:
+                    return self._nested(node, n, nest)
                 node.iter = ast.Call(func=ast.Name("range", ast.Load()), args=[ast.Constant(n)], keywords=[])
                 node.body = self._stmts(node.body) or [ast.Pass()]
                 return node
@@ -245,6 +250,20 @@ class _Unroll(ast.NodeTransformer):
             return out or [ast.Pass()]
         self.generic_visit(node)
         return node
+
+    def _nested(self, node, n, nest):
+        """``for i in unroll(N, llvm=True, nest=K)`` -> ``for i__outer in range(N // K): for i__inner in range(K):
+        i = i__outer * K + i__inner; body``: LLVM fully unrolls a loop whose unrolled size stays under its threshold,
+        so a long loop of a few instructions an iteration (64 scores) is left to it as two short ones."""
+        if n % nest:
+            raise UnrollError(f"unroll(N, nest=K) needs N a multiple of K: {n} and {nest}")
+        i = node.target.id
+        outer, inner = f"{i}__outer", f"{i}__inner"
+        index = ast.parse(f"{i} = {outer} * {nest} + {inner}").body[0]
+        body = self._stmts(node.body) or [ast.Pass()]
+        loop = ast.parse(f"for {outer} in range({n // nest}):\n    for {inner} in range({nest}):\n        pass").body[0]
+        loop.body[0].body = [index] + body
+        return ast.copy_location(ast.fix_missing_locations(loop), node)
 
     # acc = registers(TM, TN, dtype=float32)  ->  acc__0_0 = float32(0); ...
     def visit_Assign(self, node):

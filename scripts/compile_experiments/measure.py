@@ -36,7 +36,10 @@ CONFIGS = {
     "dbuf_edges": dict(stages=3, edges=True, schedule="dbuf", **_BEST),
     "bk16": dict(stages=3, edges=False, bk=16), "8x16": dict(stages=3, edges=False, tile="8x16"),
     "8x16_bk16": dict(stages=3, edges=False, **_BEST),
-    "s2": dict(stages=2, edges=False), "s4": dict(stages=4, edges=False),
+    "s2": dict(stages=2, edges=False), "s4": dict(stages=4, edges=False), "s5": dict(stages=5, edges=False),
+    "bk16_s4": dict(stages=4, edges=False, bk=16), "dbuf_s4": dict(stages=4, edges=False, schedule="dbuf", **_BEST),
+    "v4": dict(variant="v4", edges=False), "v4_edges": dict(variant="v4", edges=True),
+    "kmajor_s4": dict(stages=4, edges=False, schedule="kmajor", **_BEST),
 }
 
 
@@ -52,7 +55,7 @@ def configured(name: str):
     kw = dict(CONFIGS[base])
     if mode:
         kw["llvm_loops"] = {"expanded": False, "llvm": True}[mode]
-    fn = S.kernel_source("cp_async", **kw)
+    fn = S.kernel_source(kw.pop("variant", "cp_async"), **kw)
     return fn, S.launch_bounds(kw["edges"], kw.get("bk", S.BK), kw.get("tile", S.TILE), kw.get("schedule", "plain"))
 
 

@@ -21,9 +21,7 @@ def rel_err(got, ref):
 
 @pytest.mark.sass
 @pytest.mark.parametrize("stages,vec_a,vec_b,edges", [(3, 4, 4, False), (3, 4, 4, True),
-                                                      pytest.param(4, 1, 1, True, marks=pytest.mark.slow),
-                                                      pytest.param(2, 4, 1, True, marks=pytest.mark.slow),
-                                                      pytest.param(8, 4, 4, False, marks=pytest.mark.slow)])
+                                                      (4, 1, 1, True), (2, 4, 1, True), (8, 4, 4, False)])
 def test_cp_async_sass(stages, vec_a, vec_b, edges):
     fn = S.kernel_source("cp_async", stages, vec_a, vec_b, edges)
     cubin = assert_sass(fn, SIG, has=("LDGSTS", "LDGDEPBAR", "DEPBAR.LE", "LDS.128"),
@@ -36,7 +34,6 @@ def test_cp_async_sass(stages, vec_a, vec_b, edges):
 
 
 @pytest.mark.sass
-@pytest.mark.slow
 def test_cp_async_bk16_sass():
     """The 16-deep stage: 1024 FFMA and 64 LDS.128 a tile, one barrier, still two CTAs per SM."""
     fn = S.kernel_source("cp_async", 3, 4, 4, False, bk=16)
@@ -48,7 +45,6 @@ def test_cp_async_bk16_sass():
 
 
 @pytest.mark.sass
-@pytest.mark.slow
 def test_cp_async_8x16_sass():
     """tile="8x16": 128 threads of 8 x 16 outputs. The loop per 8-deep tile: 1024 FFMA, 48 LDS.128 (8 of
     A, 16 of B per 4 k-steps: 0.047 a FFMA against the chapter's 0.0625), one barrier; under 256
@@ -64,7 +60,6 @@ def test_cp_async_8x16_sass():
 
 
 @pytest.mark.sass
-@pytest.mark.slow
 def test_cp_async_8x16_bk16_dbuf_sass():
     """schedule="dbuf" on the best measured configuration (8 x 16, bk 16, 3 stages): one barrier and one wait per
     tile, 2048 FFMA, A read two k-steps at a time (64 LDS.64: load_shared_x2 keeps LLVM from merging them into
@@ -110,8 +105,8 @@ def test_cp_async_8x16_bk16_kmajor_sass():
     is two LDS.128 as B's four are (96 a tile, none narrower); one barrier, one wait and 8 copies a tile. Offline
     (ptxas 13.5) it took 224 registers (the dbuf loop's A pairs: 255) and 2204 instructions a tile (2241), and a
     quarter of its FFMAs read two registers from one bank (dbuf: 0.32); on the H200, 50.3 TFLOPS with the transpose
-    against dbuf's 45.6 (bench/h200.md, eighth session). In LLVM loops (LLVM_LOOP_CONFIGS) 208 registers, 2203
-    instructions a tile, 0.23 conflicted (bench/compile_experiments.md); not yet timed on the H200."""
+    against dbuf's 45.6 (bench/h200.md, eighth session). In LLVM loops (since 8c7f42b) 208 registers, 2203
+    instructions a tile, 0.23 conflicted (bench/compile_experiments.md); 51.1 TFLOPS on the H200 (tenth session)."""
     cubin, loop = _kmajor_8x16_bk16_sass(edges=False)
     assert len(loop) < 2048 + 96 + 70
     # before the loop: tile 0's k-step 0 (2 + 4 LDS.128); the prologue fills all 3 stages, 8 copies a tile
@@ -134,7 +129,6 @@ def test_cp_async_8x16_bk16_kmajor_edges_sass():
 
 
 @pytest.mark.sass
-@pytest.mark.slow
 @pytest.mark.parametrize("schedule", ["dbuf", "kmajor"])
 def test_cp_async_dbuf_8x8_sass(schedule):
     """The dbuf and kmajor loops with the chapter's tile: still within the two-CTA budget of 128 registers, no
@@ -148,7 +142,6 @@ def test_cp_async_dbuf_8x8_sass(schedule):
 
 
 @pytest.mark.sass
-@pytest.mark.slow
 def test_cp_async_8x16_edges_sass():
     fn = S.kernel_source("cp_async", 4, 1, 4, True, tile="8x16")
     cubin = assert_sass(fn, SIG, has=("LDGSTS", "LDS"), launch_bounds=S.launch_bounds(True, 8, "8x16"))
@@ -189,39 +182,46 @@ def test_chapter_tile_is_the_default():
         S.kernel_source("cp_async", 3, tile="16x16")
 
 
-# kernel_source's arguments of the configurations given LLVM loops (sgemm.LLVM_LOOP_CONFIGS), with the most lines
-# of source numba may type for each (the expanded forms: 1200 to 3700)
+# every kind of kernel kernel_source builds (variant, stages, vec_a, vec_b, edges, bk, tile, issue_after, schedule),
+# with the most lines of source numba may type for each in LLVM loops (expanded: 1200 to 3700)
 LLVM_LOOP_KERNELS = {
-    ("cp_async", 3, 4, 4, False, 8, "8x8", None, "plain"): 300,       # the chapter's interior kernel (b44750e)
+    ("cp_async", 3, 4, 4, False, 8, "8x8", None, "plain"): 300,       # the chapter's interior kernel
+    ("cp_async", 3, 4, 4, True, 8, "8x8", None, "plain"): 300,        # ... its edge twin
+    ("cp_async", 2, 1, 4, True, 8, "8x8", 0, "plain"): 300,           # 4-byte copies of A, copies moved
+    ("cp_async", 4, 4, 4, False, 16, "8x8", None, "plain"): 350,
+    ("cp_async", 3, 4, 4, False, 8, "8x16", None, "plain"): 300,
+    ("cp_async", 3, 4, 4, False, 16, "8x16", None, "dbuf"): 300,
+    ("cp_async", 4, 4, 4, True, 16, "8x16", None, "dbuf"): 400,
     ("cp_async", 3, 4, 4, False, 16, "8x16", None, "kmajor"): 300,    # the fastest configuration, interior
     ("cp_async", 3, 4, 4, True, 16, "8x16", None, "kmajor"): 400,     # ... and its edge twin
+    ("v4", 1, 4, 4, False, 8, "8x8", None, "plain"): 200,             # the chapter's baseline
+    ("v4", 1, 4, 4, True, 8, "8x8", None, "plain"): 250,
 }
 
 
 @pytest.mark.parametrize("args,most", LLVM_LOOP_KERNELS.items())
-def test_llvm_loop_kernels_keep_their_register_tile_in_llvm_loops(args, most):
-    """The configurations switched to LLVM loops hand their i/j loops to LLVM: the register tile is a
-    ``cuda.local.array`` and numba types a few hundred lines, not thousands of generated statements (the chapter's
-    interior kernel: ~16 s -> ~3.6 s offline; bench/compile_experiments.md). ``llvm_loops=False`` still gives the
-    expanded form, and the list of switched configurations is this one."""
+def test_kernels_keep_their_register_tile_in_llvm_loops(args, most):
+    """Every configuration hands its i/j loops to LLVM: the register tile is a ``cuda.local.array`` and numba
+    types a few hundred lines, not thousands of generated statements (the chapter's interior kernel ~16 s -> ~3.6 s
+    offline, the 8 x 16 bk 16 ones minutes -> seconds; bench/compile_experiments.md). ``llvm_loops=False`` still
+    gives the expanded form."""
     fn = S.kernel_source(*args)
     assert "cuda.local.array" in fn.unrolled_source and len(fn.unrolled_source.splitlines()) < most
     expanded = S.kernel_source(*args, llvm_loops=False).unrolled_source
     assert "cuda.local.array" not in expanded and len(expanded.splitlines()) > 1000
-    variant, stages, va, vb, edges, bk, tile, _, schedule = args
-    assert S.uses_llvm_loops(stages, va, vb, edges, bk, tile, None, schedule)
-    assert {(*a[1:7], a[8]) for a in LLVM_LOOP_KERNELS} == S.LLVM_LOOP_CONFIGS
 
 
-def test_other_kernels_keep_their_statements_expanded():
-    """The configurations not switched (their SASS not compared, or worse with LLVM loops) are expanded as before:
-    the 4-stage and bk 16 kernels, the chapter's edge twin, the v4 baseline; and a switched one whose copies were
-    moved (``issue_after``) is not switched."""
-    for args in (("cp_async", 4, 4, 4, False), ("cp_async", 3, 4, 4, False, 16), ("cp_async", 3, 4, 4, True),
-                 ("cp_async", 3, 4, 4, False, 8, "8x8", 0), ("v4", 1, 4, 4, False)):
-        s = S.kernel_source(*args).unrolled_source
-        assert "cuda.local.array" not in s and len(s.splitlines()) > 1000, args
-    assert not S.uses_llvm_loops(3, 4, 4, False, 8, "8x8", 0, "plain")
+def test_ffma_order_follows_the_tile():
+    """The plain loop's FFMAs in LLVM loops: rows outer for the chapter's 8 x 8 bk 8 tile, columns outer for the
+    others (sgemm.COLS_OUTER: the order ptxas allocated with fewer bank-conflicted FFMAs)."""
+    def order(*args):
+        src = S.kernel_source(*args).unrolled_source
+        nest = src[:src.index("] += reg_m[")].splitlines()[-3:-1]    # the two loops around the first FFMA
+        return {("for i", "for j"): "rows", ("for j", "for i"): "cols"}[tuple(line.strip()[:5] for line in nest)]
+    assert order("cp_async", 3, 4, 4, False) == "rows"
+    assert order("cp_async", 3, 4, 4, False, 16) == "cols"
+    assert order("cp_async", 3, 4, 4, False, 8, "8x16") == "cols"
+    assert order("cp_async", 3, 4, 4, True, 16, "8x16") == "cols"
 
 
 @pytest.mark.parametrize("bk,tile", [(8, "8x8"), (16, "8x8"), (8, "8x16"), (16, "8x16")])
@@ -241,7 +241,6 @@ def test_sources_keep_only_the_branches_taken(bk, tile):
 
 
 @pytest.mark.sass
-@pytest.mark.slow
 def test_v4_sass():
     cubin = assert_sass(S.kernel_source("v4", edges=False), SIG, has=("LDS.128", "BAR.SYNC"),
                         lacks=("CALL", "LDGSTS"), launch_bounds=S.LAUNCH_BOUNDS)
@@ -252,7 +251,6 @@ def test_v4_sass():
 
 
 @pytest.mark.sass
-@pytest.mark.slow
 def test_v4_edges_sass():
     assert_sass(S.kernel_source("v4", edges=True), SIG, has=("LDS.128", "BAR.SYNC"), lacks=("CALL", "LDGSTS"),
                 launch_bounds=S.launch_bounds(True))

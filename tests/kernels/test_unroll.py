@@ -206,3 +206,35 @@ def test_llvm_registers_need_a_dtype():
 
     with pytest.raises(UnrollError, match="registers\\(..., llvm=True\\) needs a dtype or local_dtype: r"):
         unrolled(bad)
+
+
+def nested_sum(a, LLVM=True):
+    total = 0.0
+    for i in unroll(12, llvm=LLVM, nest=4):
+        total += a[i] * (i + 1)
+    return total
+
+
+def test_nest_splits_a_long_llvm_loop_in_two():
+    """``unroll(N, llvm=True, nest=K)``: two range loops, N // K by K, with the index rebuilt; the same sum as
+    the expanded loop (nest is ignored there) and as plain Python."""
+    a = [float(v) for v in range(3, 15)]
+    want = sum(v * (i + 1) for i, v in enumerate(a))
+    f = unrolled(nested_sum, LLVM=True, c_indexing=False)
+    src = f.unrolled_source
+    assert "for i__outer in range(3):" in src and "for i__inner in range(4):" in src
+    assert "i = i__outer * 4 + i__inner" in src
+    assert f(a) == want
+    g = unrolled(nested_sum, LLVM=False, c_indexing=False)
+    assert "for " not in g.unrolled_source and g(a) == want
+
+
+def test_nest_must_divide_the_trip_count():
+    def bad(a):
+        t = 0.0
+        for i in unroll(10, llvm=True, nest=4):
+            t += a[i]
+        return t
+
+    with pytest.raises(UnrollError, match="unroll\\(N, nest=K\\) needs N a multiple of K: 10 and 4"):
+        unrolled(bad)
