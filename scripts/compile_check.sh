@@ -4,6 +4,7 @@
 #              of the kernels whose compile numba_liveness / numba_lowering changed (TESTS adds more), one process each
 #   sanitizer  compute-sanitizer memcheck over SAN_TESTS (the LLVM-loop forms of kernels newly switched), beside
 #   ab         scripts/llvm_ab.py: every bench SGEMM and three edge kernels, LLVM loops against expanded, same run
+#   attention_ab  scripts/attention_llvm_ab.py: the attention kernels, LLVM loops against expanded, same run
 #   bench      python -m asyncpipe bench --only ${BENCH_ONLY:-sgemm,first_call} into $OUT/bench.json
 # Run: run(command="COMMIT=<sha> STEPS='tests sanitizer' bash scripts/compile_check.sh", carry=[".whl", ".ref"])
 set -uo pipefail
@@ -25,13 +26,20 @@ if [[ $STEPS == *sanitizer* ]]; then
     --wrap "compute-sanitizer --tool memcheck --error-exitcode 99 --print-limit 10" -m "gpu or hopper" \
     ${SAN_TESTS:-$SAN_DEFAULT} > "$OUT/sanitizer_memcheck.log" 2>&1 &
 fi
-if [[ $STEPS == *tests* ]]; then
+if [[ $STEPS == *background_tests* ]]; then     # beside the A/B's compiles (their timings come after)
+  timeout "${TEST_LIMIT:-540}" python3 scripts/run_isolated.py -j 4 --timeout 400 --log "$OUT/gpu_failures.log" \
+    -m "gpu or hopper" ${TESTS_ONLY:-$TESTS_DEFAULT} > "$OUT/gpu_tests.log" 2>&1 &
+elif [[ $STEPS == *tests* ]]; then
   timeout "${TEST_LIMIT:-540}" python3 scripts/run_isolated.py -j "${JOBS:-12}" --timeout 300 --log "$OUT/gpu_failures.log" \
-    -m "gpu or hopper" ${PYTEST_K:+-k "$PYTEST_K"} $TESTS_DEFAULT ${TESTS:-} > "$OUT/gpu_tests.log" 2>&1
+    -m "gpu or hopper" ${PYTEST_K:+-k "$PYTEST_K"} ${TESTS_ONLY:-$TESTS_DEFAULT ${TESTS:-}} > "$OUT/gpu_tests.log" 2>&1
   echo "tests: $(tail -1 "$OUT/gpu_tests.log")"
 fi
-if [[ $STEPS == *ab* ]]; then
+if [[ $STEPS == *" ab"* || $STEPS == "ab"* ]]; then
   timeout "${AB_LIMIT:-420}" python3 scripts/llvm_ab.py --jobs "${AB_JOBS:-15}" --json "$OUT/llvm_ab.json" 2>&1 | tee "$OUT/llvm_ab.log"
+fi
+if [[ $STEPS == *attention_ab* ]]; then
+  timeout "${ATT_LIMIT:-240}" python3 scripts/attention_llvm_ab.py --json "$OUT/attention_llvm_ab.json" 2>&1 \
+    | tee "$OUT/attention_llvm_ab.log"
 fi
 if [[ $STEPS == *bench* ]]; then
   timeout "${BENCH_LIMIT:-300}" python3 -m asyncpipe bench --only "${BENCH_ONLY:-sgemm,first_call}" --json "$OUT/bench.json" \
@@ -42,5 +50,6 @@ echo "==== summary ===="
 for f in gpu_tests sanitizer_memcheck; do
   [ -f "$OUT/$f.log" ] && echo "$f: $(tail -1 "$OUT/$f.log")"
 done
-[ -f "$OUT/llvm_ab.log" ] && grep "ratio\|cuBLAS\|compiled" "$OUT/llvm_ab.log" | tail -25
+[ -f "$OUT/llvm_ab.log" ] && grep "ratio\|cuBLAS\|compiled\|Error\|error" "$OUT/llvm_ab.log" | tail -25
+[ -f "$OUT/attention_llvm_ab.log" ] && grep "ratio\|compiled\|Error\|error" "$OUT/attention_llvm_ab.log" | tail -10
 exit 0

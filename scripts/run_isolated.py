@@ -25,7 +25,11 @@ SEP = "\x1f"   # joins the node ids of one process (ids may hold spaces: "test_x
 def collect(args: list[str]) -> list[str]:
     out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *args],
                          capture_output=True, text=True)
-    return [line.strip() for line in out.stdout.splitlines() if "::" in line]
+    found = [line.strip() for line in out.stdout.splitlines() if "::" in line]
+    if not found:                                    # say why, not just "0 tests"
+        print(f"collected nothing (pytest exit {out.returncode}):\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}",
+              flush=True)
+    return found
 
 
 def main() -> int:

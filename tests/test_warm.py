@@ -312,10 +312,17 @@ CS.cluster_sum(x)
 CS.pair_sums(x, 1024, 2)
 bits = cuda.to_device(np.zeros((256, 256), np.uint16))
 G.wgmma_gemm(bits, bits)
+from asyncpipe.kernels import attention as A, attention_kernel as AK
+for hd in AK.HEAD_DIMS:
+    x = cuda.to_device(np.zeros((1, 128, 1, hd), np.uint16))
+    for causal in (False, True):
+        A.attention(x, x, x, causal=causal)
 cuda.synchronize()
 disps = {**{str(k): d for k, d in S._kernels.items()}, **{str(k): d for k, d in TA._kernels.items()},
          **{str(k): d for k, d in CS._kernels.items()}, "transpose": T._kernel,
-         "wgmma": G._jit(256, 4, 2, "bf16", False, True, "direct")}
+         "wgmma": G._jit(256, 4, 2, "bf16", False, True, "direct"),
+         **{f"attention{hd}{causal}": A._jit(hd, causal, "bf16", AK.default_stages(hd))
+            for hd in AK.HEAD_DIMS for causal in (False, True)}}
 print(json.dumps({k: [sum(d.stats.cache_hits.values()), sum(d.stats.cache_misses.values())] for k, d in disps.items()}))
 '''
 
