@@ -10,6 +10,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/gpu_env.sh || exit 1
+set -f                       # no globbing from here: test ids hold [brackets]
 STEPS=${STEPS:-"tests sanitizer"}
 export COMMIT=${COMMIT:-unknown}
 nvidia-smi -L
@@ -35,7 +36,7 @@ elif [[ $STEPS == *tests* ]]; then
   echo "tests: $(tail -1 "$OUT/gpu_tests.log")"
 fi
 if [[ $STEPS == *" ab"* || $STEPS == "ab"* ]]; then
-  timeout "${AB_LIMIT:-420}" python3 scripts/llvm_ab.py --jobs "${AB_JOBS:-15}" --json "$OUT/llvm_ab.json" 2>&1 | tee "$OUT/llvm_ab.log"
+  timeout "${AB_LIMIT:-420}" python3 scripts/llvm_ab.py --jobs "${AB_JOBS:-15}" ${AB_ARGS:-} --json "$OUT/llvm_ab.json" 2>&1 | tee "$OUT/llvm_ab.log"
 fi
 if [[ $STEPS == *attention_ab* ]]; then
   timeout "${ATT_LIMIT:-240}" python3 scripts/attention_llvm_ab.py --json "$OUT/attention_llvm_ab.json" 2>&1 \

@@ -25,7 +25,7 @@ sys.path.insert(0, ROOT)
 
 # (variant, stages, bk, tile, schedule) of the edge kernels timed too (the bench times interior kernels only)
 EDGE_CONFIGS = (("cp_async", 3, 8, "8x8", "plain"), ("v4", 1, 8, "8x8", "plain"), ("cp_async", 3, 16, "8x16", "kmajor"))
-FORMS = ("llvm", "expanded")
+FORMS = ("llvm", "expanded", "llvm_cols")   # llvm_cols: the plain loop's FFMAs columns outer (sgemm.COLS_OUTER)
 N_INTERIOR, N_EDGES = 4096, 4000
 
 
@@ -41,7 +41,7 @@ def make_kernel(form: str):
         key = (variant, stages, vec_a, vec_b, edges, bk, tile, issue_after, schedule)
         if key not in built:
             fn = S.kernel_source(variant, stages, vec_a, vec_b, edges, bk, tile, issue_after, schedule,
-                                 llvm_loops=form == "llvm")
+                                 llvm_loops=form != "expanded", cols_outer=True if form == "llvm_cols" else None)
             built[key] = jit(fn, launch_bounds=S.launch_bounds(edges, bk, tile, schedule))
         return built[key]
 
@@ -87,6 +87,7 @@ def main() -> int:
     p.add_argument("--jobs", type=int, default=14)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--json")
+    p.add_argument("--plain", action="store_true", help="only the plain loop's configurations (cp.async, plain)")
     p.add_argument("--smoke", action="store_true", help="two configurations at 256 / 260 (a check of the script)")
     p.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -99,9 +100,14 @@ def main() -> int:
 
     global N_INTERIOR, N_EDGES
     cases = [(tuple(c), False) for c in sgemm_configs()] + [(c, True) for c in EDGE_CONFIGS]
+    if args.plain:
+        cases = [(c, e) for c, e in cases if c[0] == "cp_async" and c[4] == "plain"]
     if args.smoke:
         cases, N_INTERIOR, N_EDGES = [cases[1], cases[-1]], 256, 260
-    jobs = [(c, f, e) for c, e in cases for f in FORMS]
+    def forms(cfg):
+        return FORMS if cfg[0] == "cp_async" and cfg[4] == "plain" else FORMS[:2]
+
+    jobs = [(c, f, e) for c, e in cases for f in forms(c)]
     jobs.sort(key=lambda j: (j[1] != "expanded", "8x16" not in j[0]))        # the longest compiles first
 
     def child(job):
@@ -130,23 +136,25 @@ def main() -> int:
     for cfg, edges in cases:
         n = N_EDGES if edges else N_INTERIOR
         a, b = ops[n]
-        ms = {f: [] for f in FORMS}
+        ms = {f: [] for f in forms(cfg)}
         for _ in range(args.rounds):
-            for form in FORMS:
+            for form in forms(cfg):
                 S.kernel = kernels[form]
                 c = outs[(n, form)]
                 S._plans.clear()
                 ms[form].append(time_ms(lambda: S.sgemm(a, b, c, **kwargs(cfg)), reps=20))
         rec = dict(config=list(cfg), edges=edges, n=n)
-        for form in FORMS:
+        for form in forms(cfg):
             med = statistics.median(ms[form])
             rec[form] = dict(ms=ms[form], tflops=tflops(2.0 * n ** 3, med),
                              compile_s=compiled[(cfg, form, edges)].get("seconds"),
                              error=compiled[(cfg, form, edges)].get("error"))
         rec["llvm_over_expanded"] = rec["llvm"]["tflops"] / rec["expanded"]["tflops"]
+        cols = (f", columns outer {rec['llvm_cols']['tflops']:.1f} TF ({rec['llvm_cols']['tflops'] / rec['expanded']['tflops']:.3f})"
+                if "llvm_cols" in rec else "")
         records.append(rec)
         print(f"{'/'.join(map(str, cfg))} {'edges' if edges else 'interior'} n={n}: llvm {rec['llvm']['tflops']:.1f} "
-              f"TF, expanded {rec['expanded']['tflops']:.1f} TF, ratio {rec['llvm_over_expanded']:.3f}; compile "
+              f"TF, expanded {rec['expanded']['tflops']:.1f} TF, ratio {rec['llvm_over_expanded']:.3f}{cols}; compile "
               f"{rec['llvm']['compile_s'] or 0:.1f} / {rec['expanded']['compile_s'] or 0:.1f} s", flush=True)
     name = cuda.get_current_device().name
     doc = dict(gpu=name.decode() if isinstance(name, bytes) else str(name), date=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

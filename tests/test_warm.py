@@ -313,16 +313,18 @@ CS.pair_sums(x, 1024, 2)
 bits = cuda.to_device(np.zeros((256, 256), np.uint16))
 G.wgmma_gemm(bits, bits)
 from asyncpipe.kernels import attention as A, attention_kernel as AK
+att = {}
 for hd in AK.HEAD_DIMS:
     x = cuda.to_device(np.zeros((1, 128, 1, hd), np.uint16))
     for causal in (False, True):
         A.attention(x, x, x, causal=causal)
+        out, lse = cuda.device_array_like(x), cuda.device_array((1, 1, 128), np.float32)
+        att[f"attention{hd}{causal}"] = A.launch_parts(x, x, x, out, lse, causal=causal)["kernel"]   # the one it ran
 cuda.synchronize()
 disps = {**{str(k): d for k, d in S._kernels.items()}, **{str(k): d for k, d in TA._kernels.items()},
          **{str(k): d for k, d in CS._kernels.items()}, "transpose": T._kernel,
          "wgmma": G._jit(256, 4, 2, "bf16", False, True, "direct"),
-         **{f"attention{hd}{causal}": A._jit(hd, causal, "bf16", AK.default_stages(hd))
-            for hd in AK.HEAD_DIMS for causal in (False, True)}}
+         **att}
 print(json.dumps({k: [sum(d.stats.cache_hits.values()), sum(d.stats.cache_misses.values())] for k, d in disps.items()}))
 '''
 
@@ -338,7 +340,9 @@ def test_after_warm_a_new_process_loads_every_default_kernel_from_the_disk_cache
     calls = subprocess.run([sys.executable, "-c", FIRST_CALLS], capture_output=True, text=True, env=env, timeout=600)
     assert calls.returncode == 0, calls.stderr[-3000:]
     counts = json.loads(calls.stdout.strip().splitlines()[-1])
-    assert len(counts) == n and all(hits >= 1 and misses == 0 for hits, misses in counts.values()), counts
+    assert len(counts) == n, counts
+    assert all(hits >= 1 and misses == 0 for hits, misses in counts.values()), {
+        k: v for k, v in counts.items() if v[0] < 1 or v[1]}
     again = subprocess.run([sys.executable, "-m", "asyncpipe", "warm"], capture_output=True, text=True, env=env,
                            timeout=600)
     assert again.returncode == 0 and f"({0} compiled, {n} already cached)" in again.stdout, again.stdout

@@ -122,14 +122,16 @@ A_KMAJOR = False                          # the kernels' default: A is read row-
 # main loop keeps its FFMA, LDS, copies, barriers and no spills; its length is the same or within 3 instructions of
 # 1140-2245, the registers the same or fewer but for the chapter's edge kernel (+4 of 164: one CTA per SM either way).
 LLVM_LOOPS = False
-# COLS_OUTER: the plain loop's FFMAs in LLVM loops with the columns outer (``for j: for i:``), the kmajor loop's
-# order; rows outer otherwise (the expanded form's order). ptxas allocates the accumulators after the order it is
-# given, and the order decides how many FFMAs read two registers of one bank (``Cubin.ffma_bank_conflicts``):
-# offline, conflicted FFMAs of the main loop, rows / columns outer (expanded): 8 x 8 bk 8 252 / 340 (259), 8 x 8
-# bk 16 711 / 520 (540), 8 x 16 bk 8 437 / 431 (437), 8 x 16 bk 16 827 / 818 (827). ``kernel_source`` takes
-# columns outer for all but the chapter's 8 x 8 bk 8 tile; the dbuf loop stays rows outer (columns: 1151 against
-# 666 of 2048), the kmajor loop columns outer (473 against 505; expanded 512).
+# COLS_OUTER: the plain loop's FFMAs in LLVM loops with the columns outer (``for j: for i:``, the kmajor loop's
+# order) instead of rows outer (the expanded form's order). ptxas allocates the accumulators after the order it is
+# given. Offline, conflicted FFMAs of the main loop (two registers of one bank, ``Cubin.ffma_bank_conflicts``), rows
+# / columns outer (expanded): 8 x 8 bk 8 252 / 340 (259), 8 x 8 bk 16 711 / 520 (540), 8 x 16 bk 8 437 / 431 (437),
+# 8 x 16 bk 16 827 / 818 (827); but on the H200 (bench/h200_llvm_ab.json) columns outer ran 2.4-3.8 % slower than
+# the expanded kernels at 8 x 8 bk 16 and 8 x 16: fewer conflicts did not make it faster. The (tile, bk) of
+# COLS_OUTER_TILES take columns outer; the dbuf loop stays rows outer (columns: 1151 conflicts against 666 of 2048),
+# the kmajor loop columns outer (208 registers against 224, and +1.6 % on the H200).
 COLS_OUTER = False
+COLS_OUTER_TILES = frozenset()
 # Floats of padding after each row of the A tile in shared memory, per schedule: its rows sit BK + A_PAD floats
 # apart (``a_pitch``). Chosen by measurement: on the H200 at 4096^3 (8 x 16, bk 16, 3 stages; bench/h200.md, seventh
 # session), against 44.6 TFLOPS for LDS.128 of four k-steps unpadded, the dbuf loop's A read two k-steps at a time
@@ -522,7 +524,7 @@ _COPY = {4: ptx.cp_async_cg_shared_global_16_src_size, 1: ptx.cp_async_ca_shared
 
 def kernel_source(variant: str = "cp_async", stages: int = 3, vec_a: int = 4, vec_b: int = 4, edges: bool = True,
                   bk: int = BK, tile: str = TILE, issue_after: int | None = None, schedule: str = SCHEDULE,
-                  llvm_loops: bool = True):
+                  llvm_loops: bool = True, cols_outer: bool | None = None):
     """The unrolled Python function of one configuration (what ``kernel`` compiles). With
     ``edges=False`` (M, N multiples of 128, K of ``bk``: the chapter's case) tiles never hang over an
     edge and the loads and stores drop their bounds arithmetic. ``bk`` (cp.async only): the k-depth
@@ -533,7 +535,8 @@ def kernel_source(variant: str = "cp_async", stages: int = 3, vec_a: int = 4, ve
     (``sgemm_cp_async_dbuf``: fragments double-buffered in registers); for ``"dbuf"``, ``issue_after`` is the
     k-step slot of the copies, 0..bk-1 (None: bk-1, right after the barrier that ends the tile's reads).
     ``llvm_loops`` (for experiments): the register tile's loops left to LLVM (True, the default) or expanded
-    statement by statement (False: the form before issue 17, minutes to compile at 8 x 16)."""
+    statement by statement (False: the form before issue 17, minutes to compile at 8 x 16). ``cols_outer`` (for
+    experiments; None: ``COLS_OUTER_TILES``): the plain loop's FFMAs in LLVM loops with the columns outer."""
     # Only the branches the constants take are kept (``static_ifs``): numba's closure inlining would
     # otherwise copy ``issue_next`` (and, at the edges, its bounds arithmetic) into every k-step of the
     # loop before pruning: 2 to 4 times the compile time, minutes at the edges. The SASS is the same
@@ -564,7 +567,8 @@ def kernel_source(variant: str = "cp_async", stages: int = 3, vec_a: int = 4, ve
                         COL_STEP=BN // (t.tn // 4), DB_SLOT=slot, AHEAD=stages - 1 if slot < bk - 1 else stages,
                         static_ifs=True, **layout, **kmajor)
     return unrolled(sgemm_cp_async, STAGES=stages, AHEAD=stages - 1, VEC_A=vec_a, VEC_B=vec_b, EDGES=edges,
-                    LLVM_LOOPS=bool(llvm_loops), COLS_OUTER=(tile, bk) != (TILE, BK),
+                    LLVM_LOOPS=bool(llvm_loops),
+                    COLS_OUTER=(tile, bk) in COLS_OUTER_TILES if cols_outer is None else bool(cols_outer),
                     copy_a=_COPY[vec_a], copy_b=_COPY[vec_b], BK=bk, LDA=a_pitch(bk, schedule),
                     TILE_FLOATS=tile_floats(bk, schedule), RI=t.ri, COL_STEP=BN // (t.tn // 4),
                     ISSUE_AFTER=t.issue_after[bk] if issue_after is None else issue_after, static_ifs=True, **layout)

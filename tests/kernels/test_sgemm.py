@@ -212,16 +212,17 @@ def test_kernels_keep_their_register_tile_in_llvm_loops(args, most):
 
 
 def test_ffma_order_follows_the_tile():
-    """The plain loop's FFMAs in LLVM loops: rows outer for the chapter's 8 x 8 bk 8 tile, columns outer for the
-    others (sgemm.COLS_OUTER: the order ptxas allocated with fewer bank-conflicted FFMAs)."""
-    def order(*args):
-        src = S.kernel_source(*args).unrolled_source
+    """The plain loop's FFMAs in LLVM loops: columns outer for the (tile, bk) of sgemm.COLS_OUTER_TILES, rows outer
+    (the expanded form's order) otherwise; ``cols_outer`` forces either."""
+    def order(*args, **kw):
+        src = S.kernel_source(*args, **kw).unrolled_source
         nest = src[:src.index("] += reg_m[")].splitlines()[-3:-1]    # the two loops around the first FFMA
         return {("for i", "for j"): "rows", ("for j", "for i"): "cols"}[tuple(line.strip()[:5] for line in nest)]
-    assert order("cp_async", 3, 4, 4, False) == "rows"
-    assert order("cp_async", 3, 4, 4, False, 16) == "cols"
-    assert order("cp_async", 3, 4, 4, False, 8, "8x16") == "cols"
-    assert order("cp_async", 3, 4, 4, True, 16, "8x16") == "cols"
+    for args in (("cp_async", 3, 4, 4, False), ("cp_async", 3, 4, 4, False, 16), ("cp_async", 3, 4, 4, False, 8, "8x16"),
+                 ("cp_async", 3, 4, 4, True, 16, "8x16")):
+        tile, bk = (args[6] if len(args) > 6 else S.TILE), (args[5] if len(args) > 5 else S.BK)
+        assert order(*args) == ("cols" if (tile, bk) in S.COLS_OUTER_TILES else "rows")
+        assert order(*args, cols_outer=True) == "cols" and order(*args, cols_outer=False) == "rows"
 
 
 @pytest.mark.parametrize("bk,tile", [(8, "8x8"), (16, "8x8"), (8, "8x16"), (16, "8x16")])
