@@ -44,6 +44,7 @@ if [[ $STEPS == *attention_ab* ]]; then
 fi
 if [[ $STEPS == *bench* ]]; then
   timeout "${BENCH_LIMIT:-300}" python3 -m asyncpipe bench --only "${BENCH_ONLY:-sgemm,first_call}" --json "$OUT/bench.json" \
+    $( [ -d .ref ] && echo --reference .ref ) \
     2>&1 | tail -60 | tee "$OUT/bench.log"
 fi
 wait
