@@ -318,9 +318,9 @@ def dequantize_nvfp4(packed, scales, tensor_scale, *, stream=0):
     info = _info(api)
     out, ov = _empty(_unpacked_shape(qa.shape), np.uint16, torch_in, torch_in and packed.device,
                      torch_in and _torch_dtype("bfloat16"), stream)
-    nblocks = n // nvfp4.BLOCK
-    _launch(api, "nvfp4_dequantize", None, -(-nblocks // 2), info, _flat(qa, np.uint32), _flat(sa, np.uint8), ts,
-            _flat(ov, np.uint32), np.int32(nblocks), stream=stream)
+    lanes = n // K.LANE_ELEMS["nvfp4_dequantize"]
+    _launch(api, "nvfp4_dequantize", None, lanes, info, _flat(qa, np.uint32), _flat(sa, np.uint8), ts,
+            _flat(ov, np.uint32), np.int32(lanes), stream=stream)
     return out
 
 

@@ -77,15 +77,15 @@ from .. import ptx
 from ..ptx._registry import simulating
 from .fp8_quant import _magnitude, f32_from_bits
 from .unroll import unroll, unrolled
-from .vector import load_x4, store_x4
+from .vector import load_x2, load_x4, store_x4
 
 THREADS = 256
 WARPS = THREADS // 32
 BLOCKS_PER_SM = 8                       # the host's grid cap: 2048 threads per SM
 MX_BLOCK = 32                           # OCP MX v1.0: one E8M0 scale per 32 elements
 NV_BLOCK = 16                           # NVFP4: one E4M3 scale per 16 elements
-LANE_ELEMS = {"mxfp8_quantize": 16, "mxfp4_quantize": 32, "nvfp4_quantize": 32, "mxfp8_dequantize": 32,
-              "mxfp4_dequantize": 32, "nvfp4_dequantize": 32}
+LANE_ELEMS = {"mxfp8_quantize": 16, "mxfp4_quantize": 32, "nvfp4_quantize": 32, "mxfp8_dequantize": 8,
+              "mxfp4_dequantize": 8, "nvfp4_dequantize": 8}
 EMAX = {"e4m3": 8, "e5m2": 15, "e2m1": 2}          # exponent of each element type's largest normal
 BF16_EXP_ALL_ONES = 255                 # a bf16 exponent field of NaN and inf
 BF16_INF_BITS = 0x7F80                  # bf16 +inf, bits: magnitudes at or above it are not finite
@@ -402,20 +402,19 @@ def finite_amax_kernel(x, amax_bits, words):
 # Dequantize. out: bf16 pairs as uint32 words (flat).
 # ------------------------------------------------------------------------------------------------
 def mxfp8_dequantize_kernel(q, scales, out, lanes):
-    """VALUE (``_e4m3_value``/``_e5m2_value``) a compile-time constant. A lane: one block, 8 code words in
-    (2 LDG.128) and its scale byte, 16 bf16 words out (4 STG.128)."""
+    """VALUE (``_e4m3_value``/``_e5m2_value``) a compile-time constant. A lane: 8 codes (2 words in, one LDG.64) and
+    their block's scale byte (4 lanes share it), 8 bf16 out (one STG.128): a warp reads 256 contiguous bytes and
+    writes 512, so every load and store instruction is whole 32-byte sectors."""
     c = cuda.blockIdx.x * THREADS + cuda.threadIdx.x
     step = cuda.gridDim.x * THREADS
     while c < lanes:
-        w = load_x4(q, c * 8) + load_x4(q, c * 8 + 4)
-        sf = _e8m0_value(uint32(scales[c]))
-        for k in unroll(4):                             # code words 2k, 2k + 1 -> bf16 words 4k .. 4k + 3
-            lo, hi = w[2 * k], w[2 * k + 1]
-            store_x4(out, c * 16 + 4 * k,
-                     cvt_bf16x2(VALUE(lo >> uint32(8)) * sf, VALUE(lo) * sf),
-                     cvt_bf16x2(VALUE(lo >> uint32(24)) * sf, VALUE(lo >> uint32(16)) * sf),
-                     cvt_bf16x2(VALUE(hi >> uint32(8)) * sf, VALUE(hi) * sf),
-                     cvt_bf16x2(VALUE(hi >> uint32(24)) * sf, VALUE(hi >> uint32(16)) * sf))
+        lo, hi = load_x2(q, c * 2)
+        sf = _e8m0_value(uint32(scales[c >> 2]))
+        store_x4(out, c * 4,
+                 cvt_bf16x2(VALUE(lo >> uint32(8)) * sf, VALUE(lo) * sf),
+                 cvt_bf16x2(VALUE(lo >> uint32(24)) * sf, VALUE(lo >> uint32(16)) * sf),
+                 cvt_bf16x2(VALUE(hi >> uint32(8)) * sf, VALUE(hi) * sf),
+                 cvt_bf16x2(VALUE(hi >> uint32(24)) * sf, VALUE(hi >> uint32(16)) * sf))
         c += step
 
 
@@ -430,34 +429,23 @@ def _store_fp4_dequant(out, at, w, sf, ts):
 
 
 def mxfp4_dequantize_kernel(q, scales, out, lanes):
-    """A lane: one block, 4 packed words in (1 LDG.128) and its scale byte, 16 bf16 words out (4 STG.128).
-    The tensor-scale factor is 1 (exact)."""
+    """A lane: 8 codes (one packed word in) and their block's scale byte (4 lanes share it), 8 bf16 out (one
+    STG.128): a warp reads 128 contiguous bytes and writes 512. The tensor-scale factor is 1 (exact)."""
     c = cuda.blockIdx.x * THREADS + cuda.threadIdx.x
     step = cuda.gridDim.x * THREADS
     while c < lanes:
-        w = load_x4(q, c * 4)
-        sf = _e8m0_value(uint32(scales[c]))
-        for k in unroll(4):
-            _store_fp4_dequant(out, c * 16 + 4 * k, w[k], sf, float32(1))
+        _store_fp4_dequant(out, c * 4, q[c], _e8m0_value(uint32(scales[c >> 2])), float32(1))
         c += step
 
 
-def nvfp4_dequantize_kernel(q, scales, ts, out, nblocks):
-    """A lane: blocks 2c and 2c + 1 (4 packed words in, 16 bf16 words out); the last lane may hold one."""
+def nvfp4_dequantize_kernel(q, scales, ts, out, lanes):
+    """A lane: 8 codes (one packed word in) and their block's E4M3 scale (2 lanes share it), 8 bf16 out (one
+    STG.128), as mxfp4_dequantize_kernel's."""
     s_t = ts[0]
     c = cuda.blockIdx.x * THREADS + cuda.threadIdx.x
     step = cuda.gridDim.x * THREADS
-    while 2 * c < nblocks:
-        s0 = _e4m3_value(uint32(scales[2 * c]))
-        if 2 * c + 1 < nblocks:
-            w = load_x4(q, c * 4)
-            s1 = _e4m3_value(uint32(scales[2 * c + 1]))
-            _store_fp4_dequant(out, c * 16 + 8, w[2], s1, s_t)
-            _store_fp4_dequant(out, c * 16 + 12, w[3], s1, s_t)
-        else:
-            w = (q[c * 4], q[c * 4 + 1], uint32(0), uint32(0))
-        _store_fp4_dequant(out, c * 16, w[0], s0, s_t)
-        _store_fp4_dequant(out, c * 16 + 4, w[1], s0, s_t)
+    while c < lanes:
+        _store_fp4_dequant(out, c * 4, q[c], _e4m3_value(uint32(scales[c >> 1])), s_t)
         c += step
 
 

@@ -2,7 +2,8 @@
 
 numba knows nothing of an array's alignment, so four loads of ``a[i] .. a[i + 3]`` stay four 4-byte
 instructions. ``load_x4(a, i)`` is one 16-byte load (``LDG.E.128`` / ``LDS.128``) returning four
-values; ``store_x4(a, i, v0, v1, v2, v3)`` one 16-byte store. The caller promises what the C++ cast
+values; ``store_x4(a, i, v0, v1, v2, v3)`` one 16-byte store; ``load_x2(a, i)`` one 8-byte load (``LDG.E.64``, ``&a[i]``
+8-byte aligned). The caller promises what the C++ cast
 promises: ``&a[i]`` is 16-byte aligned (4-byte elements, ``i`` a multiple of 4, the array's base and
 row pitch 16-byte aligned; shared arrays declared with ``alignment=16``). Nothing checks it on the
 GPU: a misaligned address is a misaligned-address fault.
@@ -30,10 +31,10 @@ from numba.cuda.extending import intrinsic
 from ..ptx._registry import simulating
 
 
-def _vector_pointer(context, builder, aryty, ary, idx, idxty):
+def _vector_pointer(context, builder, aryty, ary, idx, idxty, width=4):
     index = context.cast(builder, idx, idxty, types.intp)
     ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [index], wraparound=False)
-    vec = ir.VectorType(context.get_value_type(aryty.dtype), 4)
+    vec = ir.VectorType(context.get_value_type(aryty.dtype), width)
     return builder.bitcast(ptr, vec.as_pointer(ptr.type.addrspace)), vec
 
 
@@ -54,6 +55,23 @@ def _load_x4(typingctx, arr, idx):
         vptr, _ = _vector_pointer(context, builder, aryty, ary, args[1], idxty)
         vec = builder.load(vptr, align=16)
         values = [builder.extract_element(vec, ir.Constant(ir.IntType(32), k)) for k in range(4)]
+        return context.make_tuple(builder, sig.return_type, values)
+
+    return sig, codegen
+
+
+@intrinsic
+def _load_x2(typingctx, arr, idx):
+    if not _fits(arr, idx):
+        return None
+    sig = types.UniTuple(arr.dtype, 2)(arr, idx)
+
+    def codegen(context, builder, sig, args):
+        aryty, idxty = sig.args
+        ary = context.make_array(aryty)(context, builder, args[0])
+        vptr, _ = _vector_pointer(context, builder, aryty, ary, args[1], idxty, 2)
+        vec = builder.load(vptr, align=8)
+        values = [builder.extract_element(vec, ir.Constant(ir.IntType(32), k)) for k in range(2)]
         return context.make_tuple(builder, sig.return_type, values)
 
     return sig, codegen
@@ -135,6 +153,11 @@ def _load_x4_sim(arr, idx):
     return arr[idx], arr[idx + 1], arr[idx + 2], arr[idx + 3]
 
 
+def _load_x2_sim(arr, idx):
+    _check_aligned_sim("load_x2", arr, idx, 8)
+    return arr[idx], arr[idx + 1]
+
+
 def _load_shared_x2_sim(arr, idx):
     from threading import current_thread
 
@@ -158,6 +181,7 @@ def _store_x4_sim(arr, idx, v0, v1, v2, v3):
 
 opaque_f32 = (lambda x: x) if simulating() else _opaque_f32
 load_x4 = _load_x4_sim if simulating() else _load_x4
+load_x2 = _load_x2_sim if simulating() else _load_x2
 store_x4 = _store_x4_sim if simulating() else _store_x4
 load_shared_x2 = _load_shared_x2_sim if simulating() else _load_shared_x2
 opaque_f32.__doc__ = ("``x`` (float32) through an inline-PTX ``mov.b32`` with side effects: LLVM can neither hoist it nor "

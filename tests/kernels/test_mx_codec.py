@@ -307,8 +307,12 @@ KERNELS = [("mxfp8_quantize", "e4m3"), ("mxfp8_quantize", "e5m2"), ("mxfp4_quant
            ("nvfp4_quantize", None), ("finite_amax", None), ("mxfp8_dequantize", "e4m3"),
            ("mxfp8_dequantize", "e5m2"), ("mxfp4_dequantize", None), ("nvfp4_dequantize", None)]
 # per lane and step: (16-byte loads, 16-byte stores, F2FP conversions: FP8 pairs or bf16 pairs)
-WIDTHS = {"mxfp8_quantize": (2, 1, 8), "mxfp4_quantize": (4, 1, 0), "nvfp4_quantize": (4, 1, 2),
-          "mxfp8_dequantize": (2, 4, 16), "mxfp4_dequantize": (1, 4, 16), "nvfp4_dequantize": (1, 4, 16)}
+# (loads: {opcode: count} of the codes / values, STG.E.128 stores, conversions) of one lane. The dequantizers take 8
+# codes a lane, so that a warp's loads and its 16-byte stores each cover contiguous whole sectors
+WIDTHS = {"mxfp8_quantize": ({"LDG.E.128": 2}, 1, 8), "mxfp4_quantize": ({"LDG.E.128": 4}, 1, 0),
+          "nvfp4_quantize": ({"LDG.E.128": 4}, 1, 2), "mxfp8_dequantize": ({"LDG.E.64": 1, "LDG.E.128": 0}, 1, 4),
+          "mxfp4_dequantize": ({"LDG.E": 1, "LDG.E.128": 0}, 1, 4),
+          "nvfp4_dequantize": ({"LDG.E": 2, "LDG.E.128": 0}, 1, 4)}       # nvfp4: the tensor scale's word too
 # NVFP4's quantizer keeps the reference's scale divisions (div.rn.f32: an FCHK and a CALL.REL to its slow path
 # each): fl(fl(amax_b / 6) / s_t) for each of a lane's two blocks and fl(amax / 2688) once a thread, 5 in all; its
 # 32 elements a lane are compared with thresholds instead of divided (37 divisions before). The amax pass's
@@ -331,7 +335,7 @@ def test_codec_sass(name, fmt):
         assert ops.count("LDG.E.128") >= 1 and ops.count("SHFL.BFLY") == 5
         return
     loads, stores, cvts = WIDTHS[name]
-    assert ops.count("LDG.E.128") == loads and ops.count("STG.E.128") == stores, ops
+    assert all(ops.count(op) == k for op, k in loads.items()) and ops.count("STG.E.128") == stores, ops
     if name == "mxfp8_quantize":
         f2fp = f"F2FP.SATFINITE.{fmt.upper()}.F32"
         assert sum(o.startswith(f2fp) for o in ops) == cvts and ops.count("SHFL.BFLY") == 1
