@@ -283,9 +283,9 @@ def run_bench(json_path: str | None = None, reference: str | None = None, quick:
     doc = dict(gpu=gpu, date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                commit=commit(), yardsticks={**yard, **{f"nvcc_{k}": v for k, v in ref.items()}}, results=records,
                first_call=first_call)
-    print(format_table(doc))
-    if json_path:
+    if json_path:                                     # first: a table that fails to print loses no figures
         Path(json_path).write_text(json.dumps(doc, indent=1))
+    print(format_table(doc))
     return 0
 
 
@@ -303,7 +303,8 @@ def format_table(doc: dict) -> str:
         cfg = str(r.get("stages", r.get("cluster", "")))
         if "ctas_per_sm" in r:
             cfg += f"/{r['ctas_per_sm']}"
-        lines.append(f"{r['kernel']:24s} {'x'.join(map(str, r['shape'])):18s} {cfg:>6} "
+        shape = "x".join(map(str, r["shape"])) if "shape" in r else f"{r.get('bytes', 0) / 2**20:.0f} MiB"
+        lines.append(f"{r['kernel']:24s} {shape:18s} {cfg:>6} "
                      f"{r['ms']:8.3f} {fig:>12s}  {vs}")
     if doc.get("first_call"):
         inits = [v["numba_init_s"] for v in doc["first_call"].values() if "numba_init_s" in v]

@@ -21,7 +21,11 @@ SAN_DEFAULT="tests/kernels/test_sgemm.py::test_sgemm_gpu[130-70-33-cp_async-3-16
   tests/kernels/test_sgemm.py::test_sgemm_gpu[130-70-33-v4-1-8-8x8-plain] \
   tests/kernels/test_sgemm.py::test_sgemm_gpu[130-70-33-cp_async-3-8-8x8-plain] \
   tests/kernels/test_sgemm.py::test_sgemm_gpu[256-256-256-cp_async-4-16-8x8-plain] \
-  tests/kernels/test_sgemm.py::test_sgemm_gpu[130-70-33-cp_async-3-16-8x16-plain]"
+  tests/kernels/test_sgemm.py::test_sgemm_gpu[130-70-33-cp_async-3-8-8x16-plain] \
+  tests/kernels/test_mx_codec.py::test_codec_bit_exact_gpu[513x1056-e4m3] \
+  tests/kernels/test_mx_codec.py::test_codec_bit_exact_gpu[513x1056-mxfp4] \
+  tests/kernels/test_mx_codec.py::test_codec_bit_exact_gpu[513x1056-nvfp4] \
+  tests/kernels/test_mx_codec.py::test_codec_bit_exact_gpu[1x32-nvfp4]"
 if [[ $STEPS == *sanitizer* ]]; then
   timeout "${SAN_LIMIT:-500}" python3 scripts/run_isolated.py -j 3 --timeout 400 --log "$OUT/sanitizer_memcheck_failures.log" \
     --wrap "compute-sanitizer --tool memcheck --error-exitcode 99 --print-limit 10" -m "gpu or hopper" \

@@ -78,3 +78,18 @@ def test_arguments_parse_and_the_help_says_the_exit_status(capsys):
 def test_with_a_gpu_nothing_is_missing():
     # the check must not stand in the way where there is a GPU (this runs on the GPU machine only)
     assert bench.gpu_missing() is None
+
+
+def test_the_table_takes_every_record_kind():
+    """Records with a shape and TFLOPS, with GB/s, without a shape (bytes only), errors, and first-call rows."""
+    doc = dict(gpu="G", date="d", commit="c", yardsticks={"cublas": 50.0},
+               results=[dict(kernel="sgemm_cp_async", shape=[64, 64, 64], ms=1.0, tflops=2.0, vs={"cublas": 0.04},
+                             stages=3),
+                        dict(kernel="mxfp4_dequantize", shape=[4, 4096], bytes=32768, ms=0.5, gbps=3000.0,
+                             vs={"copy": 0.7}),
+                        dict(kernel="bytes_only", bytes=1 << 20, ms=0.1, gbps=10.0, vs={}),
+                        dict(kernel="broken", error="boom", vs={})],
+               first_call={"k": dict(cold_s=1.0, warm_s=0.05, numba_init_s=0.2)})
+    text = bench.format_table(doc)
+    assert "4x4096" in text and "3000 GB/s" in text and "1 MiB" in text and "ERROR boom" in text
+    assert "k 1.0 cold / 0.05 warm" in text

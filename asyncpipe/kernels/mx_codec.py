@@ -403,7 +403,7 @@ def benchmark(nbytes: int = 1 << 30, *, reps: int = 20, seed: int = 0) -> list[d
         ms = time_ms(lambda: [launch() for launch in launches], reps=reps)     # the kernels alone, same outputs
         rate = gbps(moved, ms)
         records.append({"kernel": name, "format": name.rsplit("_quantize", 1)[0].rsplit("_dequantize", 1)[0],
-                        "bytes": 2 * n, "ms": ms, "gbps": rate, "copy_gbps": copy, "vs": {"copy": rate / copy}})
+                        "shape": [rows, k], "bytes": 2 * n, "ms": ms, "gbps": rate, "copy_gbps": copy, "vs": {"copy": rate / copy}})
     return records
 
 
