@@ -225,7 +225,7 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, sb, d, M, N, K, tiles_m, tiles_n):
         while tn < tiles_n:
             m0 = (tm * CM + rank_m) * BM
             n0 = (tn * CN + rank_n) * BN
-            for i in unroll(N2):
+            for i in unroll(N2, llvm=LLVM_LOOPS, nest=8):
                 acc[i] = float32(0.0)
             # BN <= 128 divides 128: one B scale per tile and k-block (a tile past N reads the last row's);
             # a 192-wide tile (n0 a multiple of 64) meets two 128-blocks of B's rows: columns below `split` are
@@ -276,7 +276,7 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, sb, d, M, N, K, tiles_m, tiles_n):
                         release_peers(st)
                 st = advance(st, STAGES)
                 # ---- promotion: acc[4 j + 2 h + e] is row row_t + 8 h, columns 8 j + 2 q + e (d_row_col)
-                for i in unroll(N2):
+                for i in unroll(N2, llvm=LLVM_LOOPS, nest=8):
                     if BN <= SCALE_BLOCK or i < 32:              # columns 0 .. 63: the first block
                         if (i >> 1) & 1:
                             acc[i] += acc_blk[i] * s1
@@ -295,12 +295,12 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, sb, d, M, N, K, tiles_m, tiles_n):
 
             # ---- epilogue: the warpgroup's 64 x BN of D, bf16 pairs straight from registers, rows < M
             # (columns n0 + 8 j + 2 q and + 1 are the word (n0 + 8 j + 2 q) / 2 of the row's N / 2)
-            for h in unroll(2):
+            for h in unroll(2, llvm=LLVM_LOOPS):
                 r = m0 + row_t + 8 * h
                 if r < M:
                     col = n0 + 2 * (t % 4)          # the thread's first column; N is even: pairs are whole
                     word = r * (N >> 1) + (col >> 1)
-                    for j in unroll(BN // 8):
+                    for j in unroll(BN // 8, llvm=LLVM_LOOPS, nest=8):
                         if col + 8 * j < N:
                             d[word + 4 * j] = ptx.cvt_rn_bf16x2_f32(acc[4 * j + 2 * h + 1], acc[4 * j + 2 * h])
             tm, tn = next_tile(tm, tn, clusters, tiles_m)
@@ -314,8 +314,10 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, sb, d, M, N, K, tiles_m, tiles_n):
 # ------------------------------------------------------------------------------------------------
 # Configurations and compilation
 # ------------------------------------------------------------------------------------------------
-def kernel_constants(block_n=128, stages=6, cluster=(1, 1)) -> dict:
-    """The compile-time constants of one configuration (what ``unrolled`` substitutes)."""
+def kernel_constants(block_n=128, stages=6, cluster=(1, 1), llvm_loops=True) -> dict:
+    """The compile-time constants of one configuration (what ``unrolled`` substitutes). ``llvm_loops`` (for
+    experiments; True ships): the accumulators' zeroing, promotion and epilogue loops left to LLVM (nested 8 deep,
+    ``unroll(..., nest=8)``) instead of expanded statement by statement."""
     assert block_n in BLOCK_NS and tuple(cluster) in CLUSTERS, (block_n, cluster)
     cm, cn = cluster
     mma = getattr(ptx, f"wgmma_mma_async_sync_aligned_m64n{block_n}k32_f32_e4m3_e4m3_ss")
@@ -323,7 +325,7 @@ def kernel_constants(block_n=128, stages=6, cluster=(1, 1)) -> dict:
     return dict(BN=block_n, N2=W.accumulators(block_n), STAGES=stages, MMA=mma, STAGE_BYTES=stage_bytes(block_n),
                 STAGE_TX=stage_tx(block_n), A_BYTES=A_BYTES, B_BYTES=b_bytes(block_n), SMEM_ALIGN=SMEM_ALIGN,
                 CM=cm, CN=cn, CLUSTER=cm * cn, A_SHARE_BYTES=A_BYTES // cn, B_SHARE_BYTES=b_bytes(block_n) // cm,
-                A_MASK=np.uint16(col_mask), B_MASK=np.uint16((1 << cm) - 1))
+                A_MASK=np.uint16(col_mask), B_MASK=np.uint16((1 << cm) - 1), LLVM_LOOPS=int(bool(llvm_loops)))
 
 
 def make_kernel(**config):
