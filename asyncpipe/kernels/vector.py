@@ -43,38 +43,29 @@ def _fits(arr, idx) -> bool:
             and arr.dtype in (types.float32, types.int32, types.uint32))
 
 
-@intrinsic
-def _load_x4(typingctx, arr, idx):
-    if not _fits(arr, idx):
-        return None
-    sig = types.UniTuple(arr.dtype, 4)(arr, idx)
+def _vector_load(width: int):
+    """The intrinsic of one ``width``-element vector load (``width`` x 4 bytes, aligned to it)."""
+    @intrinsic
+    def load(typingctx, arr, idx):
+        if not _fits(arr, idx):
+            return None
+        sig = types.UniTuple(arr.dtype, width)(arr, idx)
 
-    def codegen(context, builder, sig, args):
-        aryty, idxty = sig.args
-        ary = context.make_array(aryty)(context, builder, args[0])
-        vptr, _ = _vector_pointer(context, builder, aryty, ary, args[1], idxty)
-        vec = builder.load(vptr, align=16)
-        values = [builder.extract_element(vec, ir.Constant(ir.IntType(32), k)) for k in range(4)]
-        return context.make_tuple(builder, sig.return_type, values)
+        def codegen(context, builder, sig, args):
+            aryty, idxty = sig.args
+            ary = context.make_array(aryty)(context, builder, args[0])
+            vptr, _ = _vector_pointer(context, builder, aryty, ary, args[1], idxty, width)
+            vec = builder.load(vptr, align=4 * width)
+            values = [builder.extract_element(vec, ir.Constant(ir.IntType(32), k)) for k in range(width)]
+            return context.make_tuple(builder, sig.return_type, values)
 
-    return sig, codegen
+        return sig, codegen
+
+    return load
 
 
-@intrinsic
-def _load_x2(typingctx, arr, idx):
-    if not _fits(arr, idx):
-        return None
-    sig = types.UniTuple(arr.dtype, 2)(arr, idx)
-
-    def codegen(context, builder, sig, args):
-        aryty, idxty = sig.args
-        ary = context.make_array(aryty)(context, builder, args[0])
-        vptr, _ = _vector_pointer(context, builder, aryty, ary, args[1], idxty, 2)
-        vec = builder.load(vptr, align=8)
-        values = [builder.extract_element(vec, ir.Constant(ir.IntType(32), k)) for k in range(2)]
-        return context.make_tuple(builder, sig.return_type, values)
-
-    return sig, codegen
+_load_x4 = _vector_load(4)
+_load_x2 = _vector_load(2)
 
 
 @intrinsic

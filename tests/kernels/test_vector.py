@@ -6,7 +6,7 @@ import pytest
 from numba import cuda
 from numba.cuda import types
 
-from asyncpipe.kernels.vector import load_shared_x2, load_x4, store_x4
+from asyncpipe.kernels.vector import load_shared_x2, load_x2, load_x4, store_x4
 from tests.sass import assert_sass
 
 
@@ -54,11 +54,30 @@ def test_load_shared_x2_takes_float32_arrays_only():
         cuda.compile_ptx(lambda a: load_shared_x2(a, 0), (types.float64[::1],), cc=(9, 0))
 
 
+def halves(src, dst):
+    i = cuda.threadIdx.x * 4
+    lo = load_x2(src, i)                          # two 8-byte loads where a 16-byte one would do
+    hi = load_x2(src, i + 2)
+    store_x4(dst, i, hi[1], hi[0], lo[1], lo[0])
+
+
+@pytest.mark.sass
+def test_load_x2_is_one_eight_byte_load():
+    cubin = assert_sass(halves, (types.float32[::1], types.float32[::1]), has=("LDG.E.64", "STG.E.128"))
+    assert cubin.count("LDG.E.64") == 2 and cubin.count("LDG.E.128") == 0
+
+
+def test_load_x2_takes_four_byte_arrays_only():
+    with pytest.raises(Exception, match="load_x2|No implementation"):
+        cuda.compile_ptx(lambda a: load_x2(a, 0), (types.float64[::1],), cc=(9, 0))
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("kernel,permute", [
     (copy4, lambda x: x.reshape(-1, 2, 2)[:, :, ::-1].reshape(-1)),    # lanes swapped in pairs
     (pairs, lambda x: x.reshape(-1, 4)[:, ::-1].reshape(-1)),           # each group of four reversed
-], ids=["copy4", "pairs"])
+    (halves, lambda x: x.reshape(-1, 4)[:, ::-1].reshape(-1)),          # the same through 8-byte loads
+], ids=["copy4", "pairs", "halves"])
 def test_vector_moves_gpu(kernel, permute, rng):
     src = rng.standard_normal(512).astype(np.float32)
     dst = cuda.to_device(np.full(512, np.nan, np.float32))
