@@ -8,6 +8,7 @@
 #   bench      python -m asyncpipe bench --only fp8_gemm (issue 20's shapes beside torch._scaled_mm, same run) into
 #              $OUT/h200_fp8_gemm.json
 #   codecs     the codecs at 1 GiB against the device copy into $OUT/h200_codecs.jsonl
+#   speed      scripts/fp8_speed_check.py: five shapes beside torch, against the committed ratios, into $OUT/fp8_speed.json
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/gpu_env.sh || exit 1
@@ -34,6 +35,9 @@ if [[ $STEPS == *bench* ]]; then
   timeout "${BENCH_LIMIT:-400}" python3 -m asyncpipe bench --only fp8_gemm --json "$OUT/h200_fp8_gemm.json" 2>&1 \
     | tail -30 | tee "$OUT/fp8_bench.log"
 fi
+if [[ $STEPS == *speed* ]]; then
+  timeout "${SPEED_LIMIT:-300}" python3 scripts/fp8_speed_check.py --json "$OUT/fp8_speed.json" 2>&1 | tee "$OUT/fp8_speed.log"
+fi
 if [[ $STEPS == *codecs* ]]; then
   timeout "${CODEC_LIMIT:-200}" python3 -c "
 import json
@@ -49,3 +53,4 @@ for f in fp8_tests sanitizer_memcheck sanitizer_racecheck sanitizer_synccheck; d
   [ -f "$OUT/$f.log" ] && echo "$f: $(tail -1 "$OUT/$f.log")"
 done
 [ -f "$OUT/fp8_bound_ratios.log" ] && tail -5 "$OUT/fp8_bound_ratios.log"
+[ -f "$OUT/fp8_speed.log" ] && grep "torch" "$OUT/fp8_speed.log"
