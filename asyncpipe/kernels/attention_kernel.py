@@ -287,12 +287,13 @@ def pass_turn():
 def issue_s():
     """S_j = Q K_j^T: HD / 16 wgmma k-steps, A = Q and B = K_j from shared memory (K-major both)."""
     k_addr = base + pad + Q_BYTES + st.stage * STAGE_BYTES
+    a_desc = W.matrix_descriptor(q_addr, W.K_MAJOR_128B_LBO, W.K_MAJOR_128B_SBO, W.SWIZZLE_128B, 0)
+    b_desc = W.matrix_descriptor(k_addr, W.K_MAJOR_128B_LBO, W.K_MAJOR_128B_SBO, W.SWIZZLE_128B, 0)
     for kk in unroll(HD // W.WGMMA_K):
         off = (kk // 4) * Q_BOX_BYTES + (kk % 4) * W.WGMMA_K * ELEM_BYTES
         koff = (kk // 4) * KV_BOX_BYTES + (kk % 4) * W.WGMMA_K * ELEM_BYTES
-        a_desc = W.matrix_descriptor(q_addr + off, W.K_MAJOR_128B_LBO, W.K_MAJOR_128B_SBO, W.SWIZZLE_128B, 0)
-        b_desc = W.matrix_descriptor(k_addr + koff, W.K_MAJOR_128B_LBO, W.K_MAJOR_128B_SBO, W.SWIZZLE_128B, 0)
-        MMA_S(ptx.addr(s, 0), a_desc, b_desc, 1 if kk > 0 else 0, 0, 0)
+        MMA_S(ptx.addr(s, 0), W.advance_descriptor(a_desc, off), W.advance_descriptor(b_desc, koff),
+              1 if kk > 0 else 0, 0, 0)
     ptx.wgmma_commit_group_sync_aligned()
 
 
@@ -300,10 +301,10 @@ def issue_s():
 def issue_pv():
     """O += P_{j-1} V_{j-1}: BN / 16 k-steps, A = P from registers, B = V (N-major) from shared memory."""
     v_addr = base + pad + Q_BYTES + prev.stage * STAGE_BYTES + K_BYTES
+    b_desc = W.matrix_descriptor(v_addr, KV_BOX_BYTES, W.MN_MAJOR_128B_SBO, W.SWIZZLE_128B, 0)
     for kk in unroll(BN // W.WGMMA_K):
-        b_desc = W.matrix_descriptor(v_addr + kk * W.WGMMA_K * W.SWIZZLE_128B_ROW_BYTES, KV_BOX_BYTES,
-                                     W.MN_MAJOR_128B_SBO, W.SWIZZLE_128B, 0)
-        MMA_O(ptx.addr(o, 0), p[4 * kk], p[4 * kk + 1], p[4 * kk + 2], p[4 * kk + 3], b_desc, 1, 1)
+        MMA_O(ptx.addr(o, 0), p[4 * kk], p[4 * kk + 1], p[4 * kk + 2], p[4 * kk + 3],
+              W.advance_descriptor(b_desc, kk * W.WGMMA_K * W.SWIZZLE_128B_ROW_BYTES), 1, 1)
     ptx.wgmma_commit_group_sync_aligned()
 
 

@@ -247,15 +247,15 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, sb, d, M, N, K, tiles_m, tiles_n):
                 consumer_wait(full, st)
                 a_addr = base + pad + st.stage * STAGE_BYTES + row_wg * W.SWIZZLE_128B_ROW_BYTES
                 b_addr = base + pad + st.stage * STAGE_BYTES + A_BYTES
+                a_desc = W.matrix_descriptor(a_addr, W.K_MAJOR_128B_LBO, W.K_MAJOR_128B_SBO, W.SWIZZLE_128B, 0)
+                b_desc = W.matrix_descriptor(b_addr, W.K_MAJOR_128B_LBO, W.K_MAJOR_128B_SBO, W.SWIZZLE_128B, 0)
                 ptx.wgmma_fence_sync_aligned()       # acc_blk was read by the last promotion
                 for s in unroll(K_STEPS):
-                    # K-major, 128B swizzle: the k32 step s starts 32 bytes further along each row
-                    a_desc = W.matrix_descriptor(a_addr + s * W.WGMMA_K_8BIT * ELEM_BYTES, W.K_MAJOR_128B_LBO,
-                                                 W.K_MAJOR_128B_SBO, W.SWIZZLE_128B, 0)
-                    b_desc = W.matrix_descriptor(b_addr + s * W.WGMMA_K_8BIT * ELEM_BYTES, W.K_MAJOR_128B_LBO,
-                                                 W.K_MAJOR_128B_SBO, W.SWIZZLE_128B, 0)
+                    # K-major, 128B swizzle: the k32 step s starts 32 bytes further along each row;
                     # scale-d 0 on the first step: the block's sum starts from its first product
-                    MMA(ptx.addr(acc_blk, 0), a_desc, b_desc, 0 if s == 0 else 1)
+                    step = s * W.WGMMA_K_8BIT * ELEM_BYTES
+                    MMA(ptx.addr(acc_blk, 0), W.advance_descriptor(a_desc, step), W.advance_descriptor(b_desc, step),
+                        0 if s == 0 else 1)
                 ptx.wgmma_commit_group_sync_aligned()
                 sa_word = (pad + st.stage * STAGE_BYTES + A_BYTES + B_BYTES) // SCALE_BYTES + row_t
                 sa0 = smem_f32[sa_word]              # the scales of rows row_t and row_t + 8

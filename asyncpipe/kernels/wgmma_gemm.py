@@ -228,19 +228,19 @@ def wgmma_gemm_kernel(tma_a, tma_b, tma_c, c, M, N, K, tiles_m, tiles_n):
                 consumer_wait(full, st)
                 a_addr = base + pad + st.stage * STAGE_BYTES + row_wg * W.SWIZZLE_128B_ROW_BYTES
                 b_addr = base + pad + st.stage * STAGE_BYTES + A_BYTES
+                a_desc = W.matrix_descriptor(a_addr, W.K_MAJOR_128B_LBO, W.K_MAJOR_128B_SBO, W.SWIZZLE_128B, 0)
+                if B_KMAJOR:
+                    b_desc = W.matrix_descriptor(b_addr, W.K_MAJOR_128B_LBO, W.K_MAJOR_128B_SBO, W.SWIZZLE_128B, 0)
+                else:
+                    b_desc = W.matrix_descriptor(b_addr, BK * W.SWIZZLE_128B_ROW_BYTES, W.MN_MAJOR_128B_SBO,
+                                                 W.SWIZZLE_128B, 0)
                 ptx.wgmma_fence_sync_aligned()
                 for s in unroll(K_STEPS):
-                    a_desc = W.matrix_descriptor(a_addr + s * W.WGMMA_K * ELEM_BYTES, W.K_MAJOR_128B_LBO,
-                                                 W.K_MAJOR_128B_SBO, W.SWIZZLE_128B, 0)
-                    if B_KMAJOR:
-                        b_desc = W.matrix_descriptor(b_addr + s * W.WGMMA_K * ELEM_BYTES, W.K_MAJOR_128B_LBO,
-                                                     W.K_MAJOR_128B_SBO, W.SWIZZLE_128B, 0)
-                    else:
-                        b_desc = W.matrix_descriptor(b_addr + s * W.WGMMA_K * W.SWIZZLE_128B_ROW_BYTES,
-                                                     BK * W.SWIZZLE_128B_ROW_BYTES, W.MN_MAJOR_128B_SBO,
-                                                     W.SWIZZLE_128B, 0)
+                    # the k16 step s: 32 bytes along a K-major row, 16 rows of 128 bytes down an N-major B
+                    b_step = s * W.WGMMA_K * (ELEM_BYTES if B_KMAJOR else W.SWIZZLE_128B_ROW_BYTES)
                     # scale_d 0 on a tile's first step: the accumulators start from the product alone
-                    MMA(ptx.addr(acc, 0), a_desc, b_desc, 1 if s > 0 else int32(kb > 0), 0, 1 - B_KMAJOR)
+                    MMA(ptx.addr(acc, 0), W.advance_descriptor(a_desc, s * W.WGMMA_K * ELEM_BYTES),
+                        W.advance_descriptor(b_desc, b_step), 1 if s > 0 else int32(kb > 0), 0, 1 - B_KMAJOR)
                 ptx.wgmma_commit_group_sync_aligned()
                 ptx.wgmma_wait_group_sync_aligned(1)        # the previous k-block's mmas are done ...
                 if kb > 0 and lane0:

@@ -17,11 +17,12 @@ from importlib import import_module
 from ._registry import REGISTRY, Intrinsic, Primitive, shim_dir, simulating
 
 if not simulating():                # numba's inliner and lowering without their quadratic costs (unrolled kernels)
-    from ..backend import numba_inline, numba_liveness, numba_lowering
+    from ..backend import numba_inline, numba_liveness, numba_lowering, numba_ssa
 
     numba_inline.install()
     numba_liveness.install()
     numba_lowering.install()
+    numba_ssa.install()
 from .address import ADDR, addr
 from .tensor_map_type import tensormap, tensormap_ptr   # the numba types of a TensorMap argument and its addr
 

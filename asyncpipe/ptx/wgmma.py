@@ -62,6 +62,8 @@ The kernel must be compiled with a register count known at compile time (``launc
 from __future__ import annotations
 
 from numba import cuda, uint64
+from numba.cuda import types
+from numba.cuda.extending import intrinsic
 
 from ..wgmma_layout import (  # noqa: F401  (the ISA's wgmma facts, re-exported beside the primitives)
     DESC_ADDRESS_MASK, DESC_ADDRESS_SHIFT, DESC_LBO_BIT, DESC_SBO_BIT, DESC_BASE_OFFSET_BIT,
@@ -70,7 +72,7 @@ from ..wgmma_layout import (  # noqa: F401  (the ISA's wgmma facts, re-exported 
     K_MAJOR_128B_SBO, MN_MAJOR_128B_SBO, WGMMA_M, WGMMA_K, WGMMA_N, WARPGROUP_THREADS, SETMAXNREG_MIN,
     SETMAXNREG_MAX, SETMAXNREG_STEP, WGMMA_K_8BIT, accumulators, a_row_col, a_row_col_8bit, d_row_col,
 )
-from ._registry import primitive
+from ._registry import primitive, simulating
 
 
 def _matrix_descriptor(start_address, leading_byte_offset, stride_byte_offset, swizzle_mode, base_offset):
@@ -104,6 +106,45 @@ In kernels it is inlined; on the host call ``matrix_descriptor.py_func`` (``chec
 validates the arguments first).
 """
 
+
+def _advance_descriptor_sim(desc, byte_offset):
+    from ..sim.errors import SimUsageError
+
+    field = int(desc) & (DESC_ADDRESS_MASK >> DESC_ADDRESS_SHIFT)
+    step = int(byte_offset) >> DESC_ADDRESS_SHIFT
+    if byte_offset < 0 or byte_offset % (1 << DESC_ADDRESS_SHIFT) or field + step > (DESC_ADDRESS_MASK >>
+                                                                                     DESC_ADDRESS_SHIFT):
+        raise SimUsageError("advance_descriptor", ADVANCE_RULE,
+                            f"start address {field << DESC_ADDRESS_SHIFT} + byte_offset {byte_offset}",
+                            "PTX ISA, wgmma matrix descriptor format")
+    return uint64(int(desc) + step)
+
+
+ADVANCE_RULE = ("byte_offset must be a multiple of 16 and keep the start address within the 18-bit address field "
+                "(start address + byte_offset <= 0x3FFF0)")
+
+
+@intrinsic
+def _advance_descriptor(typingctx, desc, byte_offset):
+    if not (isinstance(desc, types.Integer) and isinstance(byte_offset, types.Integer)):
+        return None
+    sig = types.uint64(desc, byte_offset)
+
+    def codegen(context, builder, sig, args):
+        d = context.cast(builder, args[0], sig.args[0], types.uint64)
+        off = context.cast(builder, args[1], sig.args[1], types.uint64)
+        return builder.add(d, builder.lshr(off, off.type(DESC_ADDRESS_SHIFT)))
+
+    return sig, codegen
+
+
+advance_descriptor = _advance_descriptor_sim if simulating() else _advance_descriptor
+advance_descriptor.__doc__ = """``advance_descriptor(desc, byte_offset) -> uint64``: the matrix descriptor of the
+operand ``byte_offset`` bytes further on: ``matrix_descriptor(a + off, ...) == advance_descriptor(
+matrix_descriptor(a, ...), off)``, as the start address field is ``(a & 0x3FFFF) >> 4`` and every shared
+address is below 2**18 (228 KiB at most), so the sum never carries into the next field. One integer add (a
+numba intrinsic, nothing to inline): k-step loops build their operands' descriptors once and advance them per
+step, as CUTLASS's descriptor iterators do. The simulator checks the rule (``ADVANCE_RULE``)."""
 
 def check_matrix_descriptor(start_address, leading_byte_offset, stride_byte_offset, swizzle, base_offset=0):
     """Host-side check of ``matrix_descriptor``'s arguments (``swizzle`` a name: ``"128B"`` ...);

@@ -1,24 +1,26 @@
-"""asyncpipe.backend.numba_liveness and numba_lowering: numba-cuda's live-variable map and its singly-assigned
-variables, computed in linear time, equal to numba-cuda's own: on random control-flow graphs (loops, nests,
-unreachable blocks) and on every call made while compiling real kernels (the chapter's SGEMM edge kernel, a
-small attention kernel). Offline (numba's compiler, no GPU)."""
+"""asyncpipe.backend.numba_liveness, numba_lowering and numba_ssa: numba-cuda's live-variable map, its
+singly-assigned variables and its SSA reconstruction, computed in linear time, equal to numba-cuda's own: on
+random control-flow graphs (loops, nests, unreachable blocks) and on every call made while compiling real kernels
+(the chapter's SGEMM edge kernel, a small attention kernel). Offline (numba's compiler, no GPU)."""
 
+import copy
 import random
 
 import pytest
 
-from asyncpipe.backend import numba_liveness, numba_lowering
+from asyncpipe.backend import numba_liveness, numba_lowering, numba_ssa
 
 
 @pytest.fixture(scope="module")
 def numba_originals():
     import asyncpipe.ptx  # noqa: F401 - installs both
     from numba.cuda import lowering
-    from numba.cuda.core import analysis, ir_utils
+    from numba.cuda.core import analysis, ir_utils, ssa
 
     assert analysis.compute_live_map is numba_liveness.compute_live_map is ir_utils.compute_live_map
     assert lowering.Lower._find_singly_assigned_variable is numba_lowering.find_singly_assigned_variable
-    return analysis._numba_compute_live_map, lowering.Lower._numba_find_singly_assigned_variable
+    assert ssa._run_ssa is numba_ssa.run_ssa
+    return analysis._numba_compute_live_map, lowering.Lower._numba_find_singly_assigned_variable, ssa._numba_run_ssa
 
 
 def random_cfg(rng, n):
@@ -50,7 +52,7 @@ def test_components_are_tarjans():
 
 @pytest.mark.parametrize("seed", range(40))
 def test_live_map_equals_numbas_on_random_graphs(numba_originals, seed):
-    original, _ = numba_originals
+    original = numba_originals[0]
     rng = random.Random(seed)
     n = rng.randrange(1, 60)
     cfg = random_cfg(rng, n)
@@ -63,15 +65,23 @@ def test_live_map_equals_numbas_on_random_graphs(numba_originals, seed):
     assert any(ours.values()) or not any(use.values())             # the case is not empty
 
 
+def _ir_text(blocks) -> list:
+    """What an IR says, block by block (phi nodes with their incoming values and blocks), and its scope's names."""
+    scope = next(iter(blocks.values())).scope
+    text = [(label, [str(stmt) for stmt in blk.body]) for label, blk in blocks.items()]
+    return text + [list(scope.localvars._con)]
+
+
 def _compile_checking(kernel, argtypes, options, numba_originals, monkeypatch):
-    """Compile with every live map and singly-assigned set computed both ways and compared; returns the counts."""
+    """Compile with every live map, singly-assigned set and SSA reconstruction computed both ways and compared
+    (numba-cuda's SSA on a deep copy of the IR, its scope with it); returns the counts."""
     from numba.cuda import lowering
-    from numba.cuda.core import analysis, ir_utils
+    from numba.cuda.core import analysis, ir_utils, ssa
 
     from asyncpipe.codegen import compile_kernel
 
-    original_live, original_sav = numba_originals
-    calls = {"live": 0, "sav": 0}
+    original_live, original_sav, original_ssa = numba_originals
+    calls = {"live": 0, "sav": 0, "ssa": 0, "phis": 0}
 
     def live(*args):
         ours = numba_liveness.compute_live_map(*args)
@@ -86,6 +96,15 @@ def _compile_checking(kernel, argtypes, options, numba_originals, monkeypatch):
         assert self._singly_assigned_vars == theirs
         calls["sav"] += 1
 
+    def run_ssa(blocks):
+        theirs = original_ssa(copy.deepcopy(blocks))
+        ours = numba_ssa.run_ssa(blocks)
+        assert _ir_text(ours) == _ir_text(theirs)
+        calls["ssa"] += 1
+        calls["phis"] += sum(str(stmt).find("phi(") >= 0 for blk in ours.values() for stmt in blk.body)
+        return ours
+
+    monkeypatch.setattr(ssa, "_run_ssa", run_ssa)
     monkeypatch.setattr(analysis, "compute_live_map", live)
     monkeypatch.setattr(ir_utils, "compute_live_map", live)
     monkeypatch.setattr(lowering.Lower, "_find_singly_assigned_variable", sav)
@@ -100,7 +119,7 @@ def test_equal_to_numbas_while_compiling_the_chapters_edge_kernel(numba_original
 
     calls = _compile_checking(S.kernel_source("cp_async", 3, 4, 4, True), SIG,
                               dict(launch_bounds=S.launch_bounds(True)), numba_originals, monkeypatch)
-    assert calls["live"] > 10 and calls["sav"] >= 1
+    assert calls["live"] > 10 and calls["sav"] >= 1 and calls["ssa"] >= 1 and calls["phis"] > 0
 
 
 @pytest.mark.sass
@@ -110,4 +129,4 @@ def test_equal_to_numbas_while_compiling_attention(numba_originals, monkeypatch)
 
     calls = _compile_checking(AK.make_kernel(head_dim=64, causal=True), AK.kernel_argtypes(),
                               dict(launch_bounds=AK.LAUNCH_BOUNDS), numba_originals, monkeypatch)
-    assert calls["live"] > 100 and calls["sav"] >= 1
+    assert calls["live"] > 100 and calls["sav"] >= 1 and calls["ssa"] >= 1 and calls["phis"] > 0

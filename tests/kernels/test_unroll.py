@@ -64,7 +64,7 @@ def test_expansion_is_done_once_per_input(tmp_path, monkeypatch):
             out[i] = i
 
     first = U.unrolled(twice)
-    monkeypatch.setattr(U, "_expand", lambda *a: (_ for _ in ()).throw(AssertionError("expanded again")))
+    monkeypatch.setattr(U, "_expand", lambda *a, **k: (_ for _ in ()).throw(AssertionError("expanded again")))
     again = U.unrolled(twice)
     assert again.unrolled_source == first.unrolled_source
     assert again.__code__.co_filename == first.__code__.co_filename
@@ -197,6 +197,32 @@ def test_llvm_loops_stay_range_loops_over_local_arrays():
     expanded = unrolled(tile_sum, LLVM=False, float32=float, c_indexing=False)
     assert "for " not in expanded.unrolled_source and "local.array" not in expanded.unrolled_source
     assert expanded([4.0, 5.0, 6.0]) == 6.0
+
+
+def test_the_simulator_runs_llvm_loops_expanded_with_checked_unsigned_indices(tmp_path, monkeypatch):
+    """On the simulator (no LLVM) ``llvm=True`` counts as false: the expanded statements, the same answer, a
+    cache file of their own; indices are ``sim_index``: the index itself, a negative one refused by name."""
+    import asyncpipe.backend as B
+    from asyncpipe.kernels import unroll as U
+
+    monkeypatch.setenv("ASYNCPIPE_CACHE_DIR", str(tmp_path))
+    gpu = unrolled(tile_sum, LLVM=True, float32=float)
+    monkeypatch.setattr(B, "simulating", lambda: True)
+    sim = unrolled(tile_sum, LLVM=True, float32=float)
+    assert "for " not in sim.unrolled_source and "local.array" not in sim.unrolled_source
+    assert sim.__code__.co_filename != gpu.__code__.co_filename
+    assert sim([4.0, 5.0, 6.0]) == 6.0
+    assert U.sim_index(3) == 3
+    with pytest.raises(IndexError, match="negative array index -1: indices are unsigned in unrolled kernels"):
+        U.sim_index(-1)
+
+    def back(a, k):
+        return a[k - 1]
+
+    f = unrolled(back)
+    assert f([7, 8], 2) == 8
+    with pytest.raises(IndexError, match="negative array index -1"):
+        f([7, 8], 0)
 
 
 def test_llvm_registers_need_a_dtype():

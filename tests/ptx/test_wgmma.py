@@ -172,6 +172,28 @@ def test_descriptor_keeps_only_the_cta_window():
     assert int(DESC((5 << 24) | 0x1400, 16, 1024, W.SWIZZLE_128B, 0)) == int(DESC(0x1400, 16, 1024, 1, 0))
 
 
+def test_advancing_a_descriptor_is_building_it_further_on(rng):
+    """advance_descriptor(desc(a), off) == desc(a + off) for every shared address a + off below 228 KiB (the
+    kernels' k-step descriptors; the simulator's body, which is the GPU intrinsic's add plus the rule's check)."""
+    smem = 228 * 1024
+    for _ in range(300):
+        a = 16 * int(rng.integers(0, smem // 16))
+        off = 16 * int(rng.integers(0, (smem - a) // 16 + 1))
+        for lbo, sbo in ((W.K_MAJOR_128B_LBO, W.K_MAJOR_128B_SBO), (8192, W.MN_MAJOR_128B_SBO)):
+            desc = DESC(a, lbo, sbo, W.SWIZZLE_128B, 0)
+            assert int(W._advance_descriptor_sim(desc, off)) == int(DESC(a + off, lbo, sbo, W.SWIZZLE_128B, 0))
+
+
+@pytest.mark.parametrize("start, off, got", [(0x3FF00, 0x100, "start address 261888 + byte_offset 256"),
+                                             (0x400, 40, "start address 1024 + byte_offset 40")])
+def test_advance_descriptor_refuses_a_carry_or_a_ragged_offset(start, off, got):
+    from asyncpipe.sim.errors import SimUsageError
+
+    with pytest.raises(SimUsageError) as e:
+        W._advance_descriptor_sim(DESC(start, 16, 1024, W.SWIZZLE_128B, 0), off)
+    assert str(e.value) == f"advance_descriptor: {W.ADVANCE_RULE} [PTX ISA, wgmma matrix descriptor format], got {got}"
+
+
 @pytest.mark.parametrize("args, message", [
     ((0x404, 16, 1024, "128B"), "matrix_descriptor: start_address must be a multiple of 16 bytes "
                                 "[PTX ISA, wgmma matrix descriptor format], got 1028 = 16 * 64 + 4"),

@@ -148,8 +148,8 @@ def test_release_before_every_lane_read_its_scales_is_caught(broken, rng):
 def test_fresh_block_accumulator_is_what_promotion_needs(broken, rng):
     """scale-d 1 on every step keeps the previous k-block's sum in acc_blk: promoted again, it is counted
     twice (the simulator computes the wrong answer the GPU would)."""
-    broken("MMA(ptx.addr(acc_blk, 0), a_desc, b_desc, 0 if s == 0 else 1)", "MMA(ptx.addr(acc_blk, 0), a_desc, "
-           "b_desc, 1)")
+    broken("W.advance_descriptor(b_desc, step),\n                        0 if s == 0 else 1)",
+           "W.advance_descriptor(b_desc, step), 1)")
     got, a, sa, b, sb = run(rng, 1, 128, 256, 2)
     assert not np.all(np.abs(got - G.reference(a, sa, b, sb)) <= G.error_bound(a, sa, b, sb))
 
