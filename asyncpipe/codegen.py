@@ -254,6 +254,14 @@ def _pickler(file):
                 if where:
                     return _module_attribute, where
                 return _jit, (obj.fn, obj._device, obj._fastmath)
+            if isinstance(obj, types.FunctionType) and hasattr(obj, "unrolled_from") and _attribute_of(
+                    obj.unrolled_from[0], obj.unrolled_from[0].__module__):
+                # an unrolled kernel: the simulator's expansion (llvm=True loops expanded, sim_index for
+                # indices) is not the compiler's, so the child expands the same function with the same constants
+                return _unrolled_again, obj.unrolled_from
+            if getattr(obj, "__qualname__", None) == "sim_index" and obj.__module__ == "asyncpipe.kernels.unroll":
+                # the simulator's index of a kernel unrolled from a function the child cannot import
+                return _module_attribute, ("numba", "uint64")
             if (isinstance(obj, types.FunctionType) and (obj.__module__ or "").startswith("asyncpipe.")
                     and getattr(sys.modules.get(obj.__module__), obj.__qualname__, None) is not obj):
                 # a simulator stand-in of an asyncpipe intrinsic (kernels.vector.opaque_f32 is ``lambda x: x``
@@ -281,6 +289,12 @@ def _module_attribute(module: str, name: str):
     import importlib
 
     return getattr(importlib.import_module(module), name)
+
+
+def _unrolled_again(fn, options: dict):
+    from .kernels.unroll import unrolled
+
+    return unrolled(fn, **options)
 
 
 def _jit(fn, device: bool, fastmath: bool):

@@ -389,6 +389,7 @@ def unrolled(fn=None, /, *, c_indexing=True, static_ifs=False, **constants):
     out.__doc__ = fn.__doc__
     out.__wrapped__ = fn
     out.unrolled_source = source
+    out.unrolled_from = (fn, dict(c_indexing=c_indexing, static_ifs=static_ifs, **constants))   # to redo it elsewhere
     return out
 
 

@@ -306,19 +306,22 @@ def test_nvfp4_thresholds_round_as_the_division_does():
 KERNELS = [("mxfp8_quantize", "e4m3"), ("mxfp8_quantize", "e5m2"), ("mxfp4_quantize", None),
            ("nvfp4_quantize", None), ("finite_amax", None), ("mxfp8_dequantize", "e4m3"),
            ("mxfp8_dequantize", "e5m2"), ("mxfp4_dequantize", None), ("nvfp4_dequantize", None)]
-# per lane and step: (16-byte loads, 16-byte stores, F2FP conversions: FP8 pairs or bf16 pairs)
-# (loads: {opcode: count} of the codes / values, STG.E.128 stores, conversions) of one lane. The dequantizers take 8
-# codes a lane, so that a warp's loads and its 16-byte stores each cover contiguous whole sectors
-WIDTHS = {"mxfp8_quantize": ({"LDG.E.128": 2}, 1, 8), "mxfp4_quantize": ({"LDG.E.128": 4}, 1, 0),
-          "nvfp4_quantize": ({"LDG.E.128": 4}, 1, 2), "mxfp8_dequantize": ({"LDG.E.64": 1, "LDG.E.128": 0}, 1, 4),
-          "mxfp4_dequantize": ({"LDG.E": 1, "LDG.E.128": 0}, 1, 4),
-          "nvfp4_dequantize": ({"LDG.E": 2, "LDG.E.128": 0}, 1, 4)}       # nvfp4: the tensor scale's word too
+# (loads: {opcode: count} of the values / codes, {opcode: count} of the stores, conversions) of one lane and step.
+# The FP4 quantizers and the dequantizers take 8 elements a lane, so that a warp's loads and stores each cover
+# contiguous whole sectors
+WIDTHS = {"mxfp8_quantize": ({"LDG.E.128": 2}, {"STG.E.128": 1}, 8),
+          "mxfp4_quantize": ({"LDG.E.128": 1}, {"STG.E": 1, "STG.E.128": 0}, 0),
+          "nvfp4_quantize": ({"LDG.E.128": 1}, {"STG.E": 2, "STG.E.128": 0}, 1),   # nvfp4: ts[0] too
+          "mxfp8_dequantize": ({"LDG.E.64": 1, "LDG.E.128": 0}, {"STG.E.128": 1}, 4),
+          "mxfp4_dequantize": ({"LDG.E": 1, "LDG.E.128": 0}, {"STG.E.128": 1}, 4),
+          "nvfp4_dequantize": ({"LDG.E": 2, "LDG.E.128": 0}, {"STG.E.128": 1}, 4)}   # nvfp4: the tensor scale too
+SHUFFLES = {"mxfp8_quantize": 1, "mxfp4_quantize": 2, "nvfp4_quantize": 1}     # the block amax across its lanes
 # NVFP4's quantizer keeps the reference's scale divisions (div.rn.f32: an FCHK and a CALL.REL to its slow path
-# each): fl(fl(amax_b / 6) / s_t) for each of a lane's two blocks and fl(amax / 2688) once a thread, 5 in all; its
-# 32 elements a lane are compared with thresholds instead of divided (37 divisions before). The amax pass's
-# grid-stride loop gets a trip-count division from LLVM's unroller (once, before the loop)
+# each): fl(fl(amax_b / 6) / s_t) for the lane's block and fl(amax / 2688) once a thread, 3 in all; its 8
+# elements a lane are compared with thresholds instead of divided. The amax pass's grid-stride loop gets a
+# trip-count division from LLVM's unroller (once, before the loop)
 CALLS_OK = ("nvfp4_quantize", "finite_amax")
-NVFP4_DIVISIONS = 2 * 2 + 1
+NVFP4_DIVISIONS = 2 + 1
 
 
 @pytest.mark.sass
@@ -335,18 +338,20 @@ def test_codec_sass(name, fmt):
         assert ops.count("LDG.E.128") >= 1 and ops.count("SHFL.BFLY") == 5
         return
     loads, stores, cvts = WIDTHS[name]
-    assert all(ops.count(op) == k for op, k in loads.items()) and ops.count("STG.E.128") == stores, ops
+    assert all(ops.count(op) == k for op, k in {**loads, **stores}.items()), ops
+    # ptxas may give the shuffles a second copy on a BRA.DIV path (taken only if the warp is not converged)
+    shuffles = SHUFFLES.get(name, 0)
+    assert ops.count("SHFL.BFLY") == shuffles or (ops.count("SHFL.BFLY") == 2 * shuffles and "BRA.DIV" in ops)
     if name == "mxfp8_quantize":
-        f2fp = f"F2FP.SATFINITE.{fmt.upper()}.F32"
-        assert sum(o.startswith(f2fp) for o in ops) == cvts and ops.count("SHFL.BFLY") == 1
+        assert sum(o.startswith(f"F2FP.SATFINITE.{fmt.upper()}.F32") for o in ops) == cvts
     elif name == "nvfp4_quantize":
-        assert sum(o.startswith("F2FP.SATFINITE.E4M3.F32") for o in ops) == cvts     # the two block scales
+        assert sum(o.startswith("F2FP.SATFINITE.E4M3.F32") for o in ops) == cvts     # the block's scale
         assert ops.count("FCHK") == NVFP4_DIVISIONS and sum(o.startswith("CALL") for o in ops) == NVFP4_DIVISIONS
-        assert ops.count("DMUL") == ops.count("F2F.F32.F64.RM") == 2 * 7   # the blocks' thresholds RD(M d)
+        assert ops.count("DMUL") == ops.count("F2F.F32.F64.RM") == 7     # the block's thresholds RD(M d)
     elif name.endswith("dequantize"):
         assert ops.count("F2FP.BF16.F32.PACK_AB") == cvts
     if name == "mxfp4_quantize":
-        assert not any(o.startswith(("F2FP", "SHFL", "CALL")) for o in ops)      # E2M1 in software, amax in-lane
+        assert not any(o.startswith(("F2FP", "CALL")) for o in ops)      # E2M1 in software
 
 
 # ---------------------------------------------------------------------------------------------
