@@ -2,7 +2,10 @@
 (``attention_kernel.make_kernel(..., llvm_loops=False)``), on the GPU, in one run: bf16, every head dim, causal and
 not, 16k tokens of 16 heads at seqlen 4096 (the bench's shape), the two forms alternated ROUNDS times.
 
-    python3 scripts/attention_llvm_ab.py [--rounds 3] [--json out.json]
+    python3 scripts/attention_llvm_ab.py [--rounds 3] [--json out.json] [--before PATH]
+
+``--before PATH``: instead of the expanded form, the kernel of PATH, a copy of ``attention_kernel.py`` from an
+earlier commit (``git show <sha>:asyncpipe/kernels/attention_kernel.py > PATH``): a change's same-run A/B.
 
 Both forms are compiled first in child processes at once, into numba's disk cache; prints one line per kernel.
 """
@@ -21,7 +24,18 @@ from concurrent.futures import ThreadPoolExecutor
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-FORMS = ("llvm", "expanded")
+FORMS = ["llvm", "expanded"]
+BEFORE = os.environ.get("ATTENTION_BEFORE")              # --before, seen by the child processes too
+
+
+def _before_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("asyncpipe.kernels._attention_kernel_before", BEFORE)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    return mod
 SEQLEN, TOKENS, HEADS = 4096, 16384, 16
 
 
@@ -32,7 +46,10 @@ def use(form: str) -> None:
 
     if not hasattr(AK, "_shipped_make_kernel"):
         AK._shipped_make_kernel = AK.make_kernel
-    AK.make_kernel = functools.partial(AK._shipped_make_kernel, llvm_loops=form == "llvm")
+    if form == "before":
+        AK.make_kernel = _before_module().make_kernel
+    else:
+        AK.make_kernel = functools.partial(AK._shipped_make_kernel, llvm_loops=form == "llvm")
     A._jit.cache_clear()
     A._plans.clear()
 
@@ -50,8 +67,14 @@ def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--json")
+    p.add_argument("--before")
     p.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = p.parse_args()
+    global BEFORE
+    if args.before:
+        BEFORE = os.environ["ATTENTION_BEFORE"] = os.path.abspath(args.before)
+    if BEFORE:
+        FORMS[1] = "before"
     from asyncpipe.kernels.attention_kernel import HEAD_DIMS
 
     if args.child:
@@ -102,15 +125,17 @@ def main() -> int:
             rec[form] = dict(ms=ms[form], tflops=tflops(flops, statistics.median(ms[form])),
                              compile_s=compiled[(hd, causal, form)].get("seconds"),
                              error=compiled[(hd, causal, form)].get("error"))
-        rec["llvm_over_expanded"] = rec["llvm"]["tflops"] / rec["expanded"]["tflops"]
+        a, b = FORMS
+        rec[f"{a}_over_{b}"] = rec[a]["tflops"] / rec[b]["tflops"]
         records.append(rec)
-        print(f"attention hd{hd}{' causal' if causal else ''}: llvm {rec['llvm']['tflops']:.0f} TF, expanded "
-              f"{rec['expanded']['tflops']:.0f} TF, ratio {rec['llvm_over_expanded']:.3f}; compile "
-              f"{rec['llvm']['compile_s'] or 0:.1f} / {rec['expanded']['compile_s'] or 0:.1f} s", flush=True)
+        print(f"attention hd{hd}{' causal' if causal else ''}: {a} {rec[a]['tflops']:.0f} TF, {b} "
+              f"{rec[b]['tflops']:.0f} TF, ratio {rec[f'{a}_over_{b}']:.3f}; compile "
+              f"{rec[a]['compile_s'] or 0:.1f} / {rec[b]['compile_s'] or 0:.1f} s", flush=True)
     import torch
 
     doc = dict(gpu=torch.cuda.get_device_name(), date=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-               commit=os.environ.get("COMMIT", "unknown"), rounds=args.rounds, records=records)
+               commit=os.environ.get("COMMIT", "unknown"), rounds=args.rounds, forms=FORMS,
+               before=BEFORE and os.path.basename(BEFORE), records=records)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(doc, f, indent=1)

@@ -77,7 +77,7 @@ from numba import cuda, float32, float64, int32, uint8, uint32
 from .. import ptx
 from ..ptx._registry import simulating
 from .fp8_quant import _magnitude, f32_from_bits
-from .unroll import unroll, unrolled
+from .unroll import registers, unroll, unrolled
 from .vector import load_x2, load_x4, store_x4
 
 THREADS = 256
@@ -85,6 +85,7 @@ WARPS = THREADS // 32
 BLOCKS_PER_SM = 8                       # the host's grid cap: 2048 threads per SM
 MX_BLOCK = 32                           # OCP MX v1.0: one E8M0 scale per 32 elements
 NV_BLOCK = 16                           # NVFP4: one E4M3 scale per 16 elements
+FP4_QUANTIZE_DEPTH = 4                  # lanes loaded ahead a step by the FP4 quantizers (64 bytes a thread)
 LANE_ELEMS = {"mxfp8_quantize": 16, "mxfp4_quantize": 8, "nvfp4_quantize": 8, "mxfp8_dequantize": 8,
               "mxfp4_dequantize": 8, "nvfp4_dequantize": 8}
 EMAX = {"e4m3": 8, "e5m2": 15, "e2m1": 2}          # exponent of each element type's largest normal
@@ -311,29 +312,32 @@ def mxfp8_quantize_kernel(x, q, scales, lanes):
 def mxfp4_quantize_kernel(x, q, scales, lanes):
     """A lane: 8 elements (4 words in, one LDG.128), one word of 8 nibbles out; 4 lanes share a block, its amax
     through two shfl.xor, its scale byte written by the first (``lanes`` is a multiple of 4). A warp reads 512
-    contiguous bytes and writes 128: every access is whole sectors."""
+    contiguous bytes and writes 128: every access is whole sectors. Each step loads DEPTH grid-strided lanes'
+    words before converting any (64 bytes in flight a thread, as when a lane was a whole block)."""
     lane = cuda.threadIdx.x % 32
     c = (cuda.blockIdx.x * WARPS + cuda.threadIdx.x // 32) * 32 + lane
     step = cuda.gridDim.x * THREADS
     while c - lane < lanes:                              # uniform in the warp: the shuffles see every lane
-        valid = c < lanes
-        z = uint32(0)
-        w = (z, z, z, z)
-        if valid:
-            w = load_x4(x, c * 4)
-        mag = max(max(_magnitude(w[0]), _magnitude(w[1])), max(_magnitude(w[2]), _magnitude(w[3])))
-        mag = max(mag, cuda.shfl_xor_sync(0xFFFFFFFF, mag, 1))
-        mag = max(mag, cuda.shfl_xor_sync(0xFFFFFFFF, mag, 2))
-        if valid:
-            s, f = _mx_factor(mag, EMAX_E2M1)
-            word = _e2m1_word(w[0], w[1], w[2], w[3], f)
-            if mag >= BF16_INF_BITS:                     # NaN scale; E2M1 has no NaN: codes 0
-                s = int32(SCALE_NAN)
-                word = uint32(0)
-            q[c] = word
-            if lane % 4 == 0:
-                scales[c >> 2] = uint8(s)
-        c += step
+        w = registers(DEPTH, 4, dtype=uint32)
+        for d in unroll(DEPTH):
+            if c + d * step < lanes:
+                v = load_x4(x, (c + d * step) * 4)
+                w[d, 0], w[d, 1], w[d, 2], w[d, 3] = v[0], v[1], v[2], v[3]
+        for d in unroll(DEPTH):
+            mag = max(max(_magnitude(w[d, 0]), _magnitude(w[d, 1])), max(_magnitude(w[d, 2]), _magnitude(w[d, 3])))
+            mag = max(mag, cuda.shfl_xor_sync(0xFFFFFFFF, mag, 1))
+            mag = max(mag, cuda.shfl_xor_sync(0xFFFFFFFF, mag, 2))
+            at = c + d * step
+            if at < lanes:
+                s, f = _mx_factor(mag, EMAX_E2M1)
+                word = _e2m1_word(w[d, 0], w[d, 1], w[d, 2], w[d, 3], f)
+                if mag >= BF16_INF_BITS:                 # NaN scale; E2M1 has no NaN: codes 0
+                    s = int32(SCALE_NAN)
+                    word = uint32(0)
+                q[at] = word
+                if lane % 4 == 0:
+                    scales[at >> 2] = uint8(s)
+        c += DEPTH * step
 
 
 @cuda.jit(device=True, inline="always")
@@ -361,7 +365,8 @@ def _tensor_scale(amax_bits, given):
 def nvfp4_quantize_kernel(x, q, scales, ts, amax_bits, given, lanes):
     """A lane: 8 elements (4 words in, one LDG.128), one word of 8 nibbles out; 2 lanes share a 16-element block,
     its amax through one shfl.xor; both derive its scale (the same bits), the even lane writes it (``lanes`` is
-    even). ``ts[0]``: the tensor scale used, written by thread 0 of block 0."""
+    even). DEPTH grid-strided lanes' loads a step, as mxfp4_quantize_kernel. ``ts[0]``: the tensor scale used,
+    written by thread 0 of block 0."""
     s_t = _tensor_scale(amax_bits[0], given)
     lane = cuda.threadIdx.x % 32
     c = (cuda.blockIdx.x * WARPS + cuda.threadIdx.x // 32) * 32 + lane
@@ -369,19 +374,21 @@ def nvfp4_quantize_kernel(x, q, scales, ts, amax_bits, given, lanes):
         ts[0] = s_t
     step = cuda.gridDim.x * THREADS
     while c - lane < lanes:                              # uniform in the warp: the shuffle sees every lane
-        valid = c < lanes
-        z = uint32(0)
-        w = (z, z, z, z)
-        if valid:
-            w = load_x4(x, c * 4)
-        mag = max(max(_magnitude(w[0]), _magnitude(w[1])), max(_magnitude(w[2]), _magnitude(w[3])))
-        mag = max(mag, cuda.shfl_xor_sync(0xFFFFFFFF, mag, 1))
-        if valid:
-            code, word = _nvfp4_half_block(w[0], w[1], w[2], w[3], mag, s_t)
-            q[c] = word
-            if lane % 2 == 0:
-                scales[c >> 1] = uint8(code)
-        c += step
+        w = registers(DEPTH, 4, dtype=uint32)
+        for d in unroll(DEPTH):
+            if c + d * step < lanes:
+                v = load_x4(x, (c + d * step) * 4)
+                w[d, 0], w[d, 1], w[d, 2], w[d, 3] = v[0], v[1], v[2], v[3]
+        for d in unroll(DEPTH):
+            mag = max(max(_magnitude(w[d, 0]), _magnitude(w[d, 1])), max(_magnitude(w[d, 2]), _magnitude(w[d, 3])))
+            mag = max(mag, cuda.shfl_xor_sync(0xFFFFFFFF, mag, 1))
+            at = c + d * step
+            if at < lanes:
+                code, word = _nvfp4_half_block(w[d, 0], w[d, 1], w[d, 2], w[d, 3], mag, s_t)
+                q[at] = word
+                if lane % 2 == 0:
+                    scales[at >> 1] = uint8(code)
+        c += DEPTH * step
 
 
 def finite_amax_kernel(x, amax_bits, words):
@@ -473,7 +480,7 @@ def kernel_function(name: str, fmt: str | None = None):
     fn = {"mxfp4_quantize": mxfp4_quantize_kernel, "nvfp4_quantize": nvfp4_quantize_kernel,
           "finite_amax": finite_amax_kernel, "mxfp4_dequantize": mxfp4_dequantize_kernel,
           "nvfp4_dequantize": nvfp4_dequantize_kernel}[name]
-    return unrolled(fn, c_indexing=False, EMAX_E2M1=EMAX["e2m1"])
+    return unrolled(fn, c_indexing=False, EMAX_E2M1=EMAX["e2m1"], DEPTH=FP4_QUANTIZE_DEPTH)
 
 
 def kernel_argtypes(name: str):
