@@ -291,9 +291,9 @@ def quantize_nvfp4(x, tensor_scale=None, *, stream=0):
     amax = cuda.to_device(np.zeros(1, np.uint32), stream=stream or 0)
     if tensor_scale is None:
         _launch(api, "finite_amax", None, words.size // 4, info, words, amax, np.int32(words.size), stream=stream)
-    lanes = n // K.LANE_ELEMS["nvfp4_quantize"]
-    _launch(api, "nvfp4_quantize", None, lanes, info, words, _flat(pv, np.uint32), _flat(sv, np.uint8),
-            tv, amax, np.float32(given), np.int32(lanes), stream=stream)
+    nblocks = n // nvfp4.BLOCK
+    _launch(api, "nvfp4_quantize", None, -(-nblocks // 2), info, words, _flat(pv, np.uint32), _flat(sv, np.uint8),
+            tv, amax, np.float32(given), np.int32(nblocks), stream=stream)
     return packed, scales, ts
 
 

@@ -12,16 +12,19 @@ int64: the PTX compares and addresses in s64); the counts come in as int32, henc
 kernel                 elements a lane  memory per lane and step                                 amax
 =====================  ===============  =======================================================  ==========
 mxfp8 quantize         16 (1/2 block)   2 LDG.128 in, 1 STG.128 out, the even lane a scale byte   shfl.xor 1
-mxfp4 quantize         8 (1/4 block)    1 LDG.128 in, 1 STG.32 out (8 nibbles), a scale byte      2 shfl.xor
-                                        from every 4th lane
-nvfp4 quantize         8 (1/2 block)    1 LDG.128 in, 1 STG.32 out, the even lane a scale byte    shfl.xor 1
+mxfp4 quantize         32 (one block)   4 LDG.128 in, 1 STG.128 out (32 nibbles), a scale byte    in-lane
+nvfp4 quantize         32 (two blocks)  4 LDG.128 in, 1 STG.128 out, two scale bytes              in-lane
 mxfp8 dequantize       8 (1/4 block)    1 LDG.64 + the block's scale byte in, 1 STG.128 out       --
 mxfp4 dequantize       8 (1/4 block)    1 LDG.32 + the block's scale byte in, 1 STG.128 out       --
 nvfp4 dequantize       8 (1/2 block)    1 LDG.32 + the block's scale byte in, 1 STG.128 out       --
 =====================  ===============  =======================================================  ==========
 
-The lanes of one block are neighbours in a warp, so a warp's every load and store covers a contiguous span of
-whole 32-byte sectors (128-512 bytes).
+NVFP4's last lane holds one block when the element count is an odd number of 16-blocks: it loads and stores
+half, with 4-byte accesses. The dequantizers' lanes of one block are neighbours in a warp, so a warp's every
+load and store covers a contiguous span of whole 32-byte sectors. The quantizers' FP4 lanes stay whole blocks:
+on the H200, 8-element lanes (one LDG.128, the amax by shfl.xor) ran at 0.52x / 0.41x the copy, and with four
+grid-strided lanes loaded ahead a step 0.58x / 0.44x, against 0.72x / 0.53x for these (bench/h200.md,
+eighteenth session).
 
 **Why no TMA ring.** A codec reads every byte once and writes every byte once; nothing is reused, so a
 shared-memory ring would only be a detour: TMA into shared memory, an mbarrier wait, ``LDS`` into registers
@@ -77,7 +80,7 @@ from numba import cuda, float32, float64, int32, uint8, uint32
 from .. import ptx
 from ..ptx._registry import simulating
 from .fp8_quant import _magnitude, f32_from_bits
-from .unroll import registers, unroll, unrolled
+from .unroll import unroll, unrolled
 from .vector import load_x2, load_x4, store_x4
 
 THREADS = 256
@@ -85,8 +88,7 @@ WARPS = THREADS // 32
 BLOCKS_PER_SM = 8                       # the host's grid cap: 2048 threads per SM
 MX_BLOCK = 32                           # OCP MX v1.0: one E8M0 scale per 32 elements
 NV_BLOCK = 16                           # NVFP4: one E4M3 scale per 16 elements
-FP4_QUANTIZE_DEPTH = 4                  # lanes loaded ahead a step by the FP4 quantizers (64 bytes a thread)
-LANE_ELEMS = {"mxfp8_quantize": 16, "mxfp4_quantize": 8, "nvfp4_quantize": 8, "mxfp8_dequantize": 8,
+LANE_ELEMS = {"mxfp8_quantize": 16, "mxfp4_quantize": 32, "nvfp4_quantize": 32, "mxfp8_dequantize": 8,
               "mxfp4_dequantize": 8, "nvfp4_dequantize": 8}
 EMAX = {"e4m3": 8, "e5m2": 15, "e2m1": 2}          # exponent of each element type's largest normal
 BF16_EXP_ALL_ONES = 255                 # a bf16 exponent field of NaN and inf
@@ -310,46 +312,37 @@ def mxfp8_quantize_kernel(x, q, scales, lanes):
 
 
 def mxfp4_quantize_kernel(x, q, scales, lanes):
-    """A lane: 8 elements (4 words in, one LDG.128), one word of 8 nibbles out; 4 lanes share a block, its amax
-    through two shfl.xor, its scale byte written by the first (``lanes`` is a multiple of 4). A warp reads 512
-    contiguous bytes and writes 128: every access is whole sectors. Each step loads DEPTH grid-strided lanes'
-    words before converting any (64 bytes in flight a thread, as when a lane was a whole block)."""
-    lane = cuda.threadIdx.x % 32
-    c = (cuda.blockIdx.x * WARPS + cuda.threadIdx.x // 32) * 32 + lane
+    """A lane: one 32-element block, 16 words in, 4 words (32 nibbles) out; no shuffle."""
+    c = cuda.blockIdx.x * THREADS + cuda.threadIdx.x
     step = cuda.gridDim.x * THREADS
-    while c - lane < lanes:                              # uniform in the warp: the shuffles see every lane
-        w = registers(DEPTH, 4, dtype=uint32)
-        for d in unroll(DEPTH):
-            if c + d * step < lanes:
-                v = load_x4(x, (c + d * step) * 4)
-                w[d, 0], w[d, 1], w[d, 2], w[d, 3] = v[0], v[1], v[2], v[3]
-        for d in unroll(DEPTH):
-            mag = max(max(_magnitude(w[d, 0]), _magnitude(w[d, 1])), max(_magnitude(w[d, 2]), _magnitude(w[d, 3])))
-            mag = max(mag, cuda.shfl_xor_sync(0xFFFFFFFF, mag, 1))
-            mag = max(mag, cuda.shfl_xor_sync(0xFFFFFFFF, mag, 2))
-            at = c + d * step
-            if at < lanes:
-                s, f = _mx_factor(mag, EMAX_E2M1)
-                word = _e2m1_word(w[d, 0], w[d, 1], w[d, 2], w[d, 3], f)
-                if mag >= BF16_INF_BITS:                 # NaN scale; E2M1 has no NaN: codes 0
-                    s = int32(SCALE_NAN)
-                    word = uint32(0)
-                q[at] = word
-                if lane % 4 == 0:
-                    scales[at >> 2] = uint8(s)
-        c += DEPTH * step
+    while c < lanes:
+        w = load_x4(x, c * 16) + load_x4(x, c * 16 + 4) + load_x4(x, c * 16 + 8) + load_x4(x, c * 16 + 12)
+        mag = int32(0)
+        for k in unroll(16):
+            mag = max(mag, _magnitude(w[k]))
+        s, f = _mx_factor(mag, EMAX_E2M1)
+        q0, q1 = _e2m1_word(w[0], w[1], w[2], w[3], f), _e2m1_word(w[4], w[5], w[6], w[7], f)
+        q2, q3 = _e2m1_word(w[8], w[9], w[10], w[11], f), _e2m1_word(w[12], w[13], w[14], w[15], f)
+        if mag >= BF16_INF_BITS:                         # NaN scale; E2M1 has no NaN: codes 0
+            s = int32(SCALE_NAN)
+            q0 = q1 = q2 = q3 = uint32(0)
+        store_x4(q, c * 4, q0, q1, q2, q3)
+        scales[c] = uint8(s)
+        c += step
 
 
 @cuda.jit(device=True, inline="always")
-def _nvfp4_half_block(w0, w1, w2, w3, mag, s_t):
-    """(E4M3 scale code, one word of E2M1 codes) of 8 elements of a 16-element NVFP4 block whose bf16 magnitude
-    maximum is ``mag``."""
+def _nvfp4_block(w0, w1, w2, w3, w4, w5, w6, w7, s_t):
+    """(E4M3 scale code, two words of E2M1 codes) of one 16-element NVFP4 block."""
+    mag = max(max(max(_magnitude(w0), _magnitude(w1)), max(_magnitude(w2), _magnitude(w3))),
+              max(max(_magnitude(w4), _magnitude(w5)), max(_magnitude(w6), _magnitude(w7))))
     amax = f32_from_bits(uint32(mag) << uint32(16))
     code = cvt_e4m3x2(float32(0), (amax / float32(E2M1_MAX)) / s_t) & uint32(0xFF)
-    word = _e2m1_word_cut(w0, w1, w2, w3, _e2m1_cuts(_e4m3_value(code) * s_t))
+    c = _e2m1_cuts(_e4m3_value(code) * s_t)
+    lo, hi = _e2m1_word_cut(w0, w1, w2, w3, c), _e2m1_word_cut(w4, w5, w6, w7, c)
     if mag >= BF16_INF_BITS:                             # a NaN or an infinity: NaN scale, codes 0
-        code, word = uint32(E4M3_NAN), uint32(0)
-    return code, word
+        code, lo, hi = uint32(E4M3_NAN), uint32(0), uint32(0)
+    return code, lo, hi
 
 
 @cuda.jit(device=True, inline="always")
@@ -362,33 +355,31 @@ def _tensor_scale(amax_bits, given):
     return f32_from_bits(amax_bits << uint32(16)) / float32(NVFP4_AMAX_DIVISOR)
 
 
-def nvfp4_quantize_kernel(x, q, scales, ts, amax_bits, given, lanes):
-    """A lane: 8 elements (4 words in, one LDG.128), one word of 8 nibbles out; 2 lanes share a 16-element block,
-    its amax through one shfl.xor; both derive its scale (the same bits), the even lane writes it (``lanes`` is
-    even). DEPTH grid-strided lanes' loads a step, as mxfp4_quantize_kernel. ``ts[0]``: the tensor scale used,
-    written by thread 0 of block 0."""
+def nvfp4_quantize_kernel(x, q, scales, ts, amax_bits, given, nblocks):
+    """A lane: blocks 2c and 2c + 1 (16 words in, 4 words out, two scale bytes); the last lane may hold one
+    block (8 words in, 2 out). ``ts[0]``: the tensor scale used, written by thread 0 of block 0."""
     s_t = _tensor_scale(amax_bits[0], given)
-    lane = cuda.threadIdx.x % 32
-    c = (cuda.blockIdx.x * WARPS + cuda.threadIdx.x // 32) * 32 + lane
+    c = cuda.blockIdx.x * THREADS + cuda.threadIdx.x
     if c == 0:
         ts[0] = s_t
     step = cuda.gridDim.x * THREADS
-    while c - lane < lanes:                              # uniform in the warp: the shuffle sees every lane
-        w = registers(DEPTH, 4, dtype=uint32)
-        for d in unroll(DEPTH):
-            if c + d * step < lanes:
-                v = load_x4(x, (c + d * step) * 4)
-                w[d, 0], w[d, 1], w[d, 2], w[d, 3] = v[0], v[1], v[2], v[3]
-        for d in unroll(DEPTH):
-            mag = max(max(_magnitude(w[d, 0]), _magnitude(w[d, 1])), max(_magnitude(w[d, 2]), _magnitude(w[d, 3])))
-            mag = max(mag, cuda.shfl_xor_sync(0xFFFFFFFF, mag, 1))
-            at = c + d * step
-            if at < lanes:
-                code, word = _nvfp4_half_block(w[d, 0], w[d, 1], w[d, 2], w[d, 3], mag, s_t)
-                q[at] = word
-                if lane % 2 == 0:
-                    scales[at >> 1] = uint8(code)
-        c += DEPTH * step
+    while 2 * c < nblocks:
+        full = 2 * c + 1 < nblocks
+        a = load_x4(x, c * 16) + load_x4(x, c * 16 + 4)
+        z = uint32(0)
+        b = (z, z, z, z, z, z, z, z)
+        if full:
+            b = load_x4(x, c * 16 + 8) + load_x4(x, c * 16 + 12)
+        s0, q0, q1 = _nvfp4_block(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], s_t)
+        s1, q2, q3 = _nvfp4_block(b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], s_t)
+        scales[2 * c] = uint8(s0)
+        if full:
+            store_x4(q, c * 4, q0, q1, q2, q3)
+            scales[2 * c + 1] = uint8(s1)
+        else:
+            q[c * 4] = q0
+            q[c * 4 + 1] = q1
+        c += step
 
 
 def finite_amax_kernel(x, amax_bits, words):
@@ -480,7 +471,7 @@ def kernel_function(name: str, fmt: str | None = None):
     fn = {"mxfp4_quantize": mxfp4_quantize_kernel, "nvfp4_quantize": nvfp4_quantize_kernel,
           "finite_amax": finite_amax_kernel, "mxfp4_dequantize": mxfp4_dequantize_kernel,
           "nvfp4_dequantize": nvfp4_dequantize_kernel}[name]
-    return unrolled(fn, c_indexing=False, EMAX_E2M1=EMAX["e2m1"], DEPTH=FP4_QUANTIZE_DEPTH)
+    return unrolled(fn, c_indexing=False, EMAX_E2M1=EMAX["e2m1"])
 
 
 def kernel_argtypes(name: str):

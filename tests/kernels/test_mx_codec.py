@@ -306,23 +306,21 @@ def test_nvfp4_thresholds_round_as_the_division_does():
 KERNELS = [("mxfp8_quantize", "e4m3"), ("mxfp8_quantize", "e5m2"), ("mxfp4_quantize", None),
            ("nvfp4_quantize", None), ("finite_amax", None), ("mxfp8_dequantize", "e4m3"),
            ("mxfp8_dequantize", "e5m2"), ("mxfp4_dequantize", None), ("nvfp4_dequantize", None)]
-D = K.FP4_QUANTIZE_DEPTH      # the FP4 quantizers' lanes a step
 # (loads: {opcode: count} of the values / codes, {opcode: count} of the stores, conversions) of one lane and step.
-# The FP4 quantizers and the dequantizers take 8 elements a lane, so that a warp's loads and stores each cover
-# contiguous whole sectors
+# The dequantizers take 8 codes a lane, so that a warp's loads and stores each cover contiguous whole sectors
 WIDTHS = {"mxfp8_quantize": ({"LDG.E.128": 2}, {"STG.E.128": 1}, 8),
-          "mxfp4_quantize": ({"LDG.E.128": D}, {"STG.E": D, "STG.E.128": 0}, 0),
-          "nvfp4_quantize": ({"LDG.E.128": D}, {"STG.E": D + 1, "STG.E.128": 0}, D),   # nvfp4: ts[0] too
+          "mxfp4_quantize": ({"LDG.E.128": 4}, {"STG.E.128": 1}, 0),
+          "nvfp4_quantize": ({"LDG.E.128": 4}, {"STG.E.128": 1}, 2),
           "mxfp8_dequantize": ({"LDG.E.64": 1, "LDG.E.128": 0}, {"STG.E.128": 1}, 4),
           "mxfp4_dequantize": ({"LDG.E": 1, "LDG.E.128": 0}, {"STG.E.128": 1}, 4),
           "nvfp4_dequantize": ({"LDG.E": 2, "LDG.E.128": 0}, {"STG.E.128": 1}, 4)}   # nvfp4: the tensor scale too
-SHUFFLES = {"mxfp8_quantize": 1, "mxfp4_quantize": 2 * D, "nvfp4_quantize": D}     # the block amax across its lanes
+SHUFFLES = {"mxfp8_quantize": 1}     # the block amax across its lanes (the FP4 quantizers' lanes are whole blocks)     # the block amax across its lanes
 # NVFP4's quantizer keeps the reference's scale divisions (div.rn.f32: an FCHK and a CALL.REL to its slow path
-# each): fl(fl(amax_b / 6) / s_t) for each of a step's D blocks and fl(amax / 2688) once a thread; its 8
-# elements a lane are compared with thresholds instead of divided. The amax pass's grid-stride loop gets a
+# each): fl(fl(amax_b / 6) / s_t) for each of a lane's two blocks and fl(amax / 2688) once a thread, 5 in all;
+# its 32 elements a lane are compared with thresholds instead of divided (37 divisions before). The amax pass's grid-stride loop gets a
 # trip-count division from LLVM's unroller (once, before the loop)
 CALLS_OK = ("nvfp4_quantize", "finite_amax")
-NVFP4_DIVISIONS = 2 * D + 1
+NVFP4_DIVISIONS = 2 * 2 + 1
 
 
 @pytest.mark.sass
@@ -346,13 +344,13 @@ def test_codec_sass(name, fmt):
     if name == "mxfp8_quantize":
         assert sum(o.startswith(f"F2FP.SATFINITE.{fmt.upper()}.F32") for o in ops) == cvts
     elif name == "nvfp4_quantize":
-        assert sum(o.startswith("F2FP.SATFINITE.E4M3.F32") for o in ops) == cvts     # the block's scale
+        assert sum(o.startswith("F2FP.SATFINITE.E4M3.F32") for o in ops) == cvts     # the two block scales
         assert ops.count("FCHK") == NVFP4_DIVISIONS and sum(o.startswith("CALL") for o in ops) == NVFP4_DIVISIONS
-        assert ops.count("DMUL") == ops.count("F2F.F32.F64.RM") == 7 * D     # the blocks' thresholds RD(M d)
+        assert ops.count("DMUL") == ops.count("F2F.F32.F64.RM") == 2 * 7     # the blocks' thresholds RD(M d)
     elif name.endswith("dequantize"):
         assert ops.count("F2FP.BF16.F32.PACK_AB") == cvts
     if name == "mxfp4_quantize":
-        assert not any(o.startswith(("F2FP", "CALL")) for o in ops)      # E2M1 in software
+        assert not any(o.startswith(("F2FP", "CALL")) for o in ops)      # E2M1 in software, amax in-lane
 
 
 # ---------------------------------------------------------------------------------------------
