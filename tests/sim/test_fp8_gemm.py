@@ -37,7 +37,7 @@ def run(rng, m, n, k, stages, gemm=None, **options):
 
 @pytest.mark.parametrize("m, n, k, stages", [
     (1, 128, 256, 2),       # inference's M: one row, 127 zero-filled; two k-blocks through two stages
-    (130, 256, 256, 2),     # two M tiles (the second 2 rows deep), two N tiles: 4 tiles on 4 simulated SMs
+    pytest.param(130, 256, 256, 2, marks=pytest.mark.slow),  # two M tiles (the second 2 rows deep), two N tiles
     (5, 200, 176, 2),       # N and K edges: a 72-column n-tile, a 48-deep k-block (TMA zero-fills both)
 ])
 def test_fp8_gemm_matches_float64(m, n, k, stages, rng):
@@ -62,7 +62,7 @@ def test_fp8_gemm_persistent_on_one_sm(rng):
                                # nothing), the right ones' 8 columns deep
     ((1, 1), 3, 328, 192, 256),     # 192-wide tiles meet two 128-blocks of B's scales: the first at column 128, the
                                # second (n0 = 192) at 256, its last 56 columns past N = 328 (3 blocks)
-    ((2, 1), 130, 136, 192, 384),   # ... with B multicast in 96-row shares; the next block's 8 columns, then past N
+    pytest.param((2, 1), 130, 136, 192, 384, marks=pytest.mark.slow),   # ... with B multicast in 96-row shares
 ])
 def test_fp8_gemm_clusters(cluster, m, n, block_n, k, rng):
     """Clusters of CM x CN CTAs: each loads its share of A and B and multicasts it; every CTA's empty barriers

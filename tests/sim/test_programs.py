@@ -21,10 +21,10 @@ def rel_err(got, ref):
 @pytest.mark.parametrize("variant,stages,m,n,k,bk,tile", [
     ("cp_async", 3, 128, 128, 32, 8, "8x8"),     # the chapter's tile, four k-tiles through three stages
     ("cp_async", 2, 70, 33, 20, 8, "8x8"),       # edges: zero-filled copies, predicated stores
-    ("cp_async", 3, 128, 128, 48, 16, "8x8"),    # 16-deep stages: three k-tiles, the ring wraps
+    pytest.param("cp_async", 3, 128, 128, 48, 16, "8x8", marks=pytest.mark.slow),  # 16-deep stages: the ring wraps
     ("cp_async", 2, 70, 33, 20, 16, "8x8"),      # 16-deep stages at the edges
     ("cp_async", 3, 128, 128, 32, 8, "8x16"),    # 128 threads of 8 x 16: interior, the ring wraps
-    ("cp_async", 2, 70, 33, 20, 8, "8x16"),      # ... at the edges
+    pytest.param("cp_async", 2, 70, 33, 20, 8, "8x16", marks=pytest.mark.slow),    # ... at the edges
     ("cp_async", 2, 33, 72, 21, 16, "8x16"),     # ... 16-deep, at the edges: 4-byte copies of A, 16-byte of B
     ("v4", 2, 64, 40, 16, 8, "8x8"),             # edges: element by element
     ("v4", 2, 128, 128, 16, 8, "8x8"),           # interior: 16-byte vector loads and stores
@@ -62,13 +62,13 @@ def _launch_cp_async(a, b, c, stages, bk, tile, fn, alpha=1.5, beta=-0.5, schedu
 # own stage, STAGES tiles in the prologue) or a slot before it (into the previous tile's stage, as the plain
 # loop). k-tiles > STAGES: the ring wraps; ragged sizes: zero-filled copies and predicated stores.
 @pytest.mark.parametrize("stages,m,n,k,bk,tile,issue_after", [
-    (3, 128, 128, 64, 8, "8x16", None),           # interior, eight k-tiles through three stages
-    (2, 128, 128, 48, 16, "8x16", None),          # interior, 16-deep, two stages (the prologue fills both)
+    pytest.param(3, 128, 128, 64, 8, "8x16", None, marks=pytest.mark.slow),  # interior, eight k-tiles, three stages
+    pytest.param(2, 128, 128, 48, 16, "8x16", None, marks=pytest.mark.slow),  # interior, 16-deep, two stages
     pytest.param(4, 128, 128, 80, 16, "8x16", None, marks=pytest.mark.slow),  # interior, five k-tiles through four stages
     (3, 128, 128, 64, 8, "8x8", None),            # the chapter's tile
-    (2, 128, 128, 48, 16, "8x8", None),
-    (3, 70, 33, 45, 8, "8x16", None),             # edges: 4-byte copies of A and B
-    (2, 33, 72, 21, 16, "8x16", None),            # edges: 4-byte copies of A, 16-byte of B
+    pytest.param(2, 128, 128, 48, 16, "8x8", None, marks=pytest.mark.slow),
+    pytest.param(3, 70, 33, 45, 8, "8x16", None, marks=pytest.mark.slow),  # edges: 4-byte copies of A and B
+    pytest.param(2, 33, 72, 21, 16, "8x16", None, marks=pytest.mark.slow),  # edges: 4-byte A, 16-byte B copies
     pytest.param(3, 130, 70, 33, 16, "8x8", None, marks=pytest.mark.slow),  # edges, two row blocks
     (3, 128, 128, 64, 8, "8x16", 2),              # copies before the barrier: STAGES-1 tiles ahead
     pytest.param(2, 128, 128, 48, 16, "8x16", 3, marks=pytest.mark.slow),

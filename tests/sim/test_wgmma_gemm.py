@@ -48,7 +48,7 @@ def test_wgmma_gemm_matches_numpy(m, n, k, stages, cluster, block_n, b_transpose
 
 @pytest.mark.parametrize("m, n, k, stages, cluster, block_n, b_transposed", [
     (128, 256, 64, 3, 2, 256, False),     # eight 32-column chunks through two staging buffers per warpgroup
-    (200, 136, 200, 3, 2, 128, False),    # edges: TMA stores clipped along M and N; chunks past N skipped
+    pytest.param(200, 136, 200, 3, 2, 128, False, marks=pytest.mark.slow),  # edges: stores clipped along M, N
     (300, 72, 136, 4, 1, 64, True),       # persistent: the staging buffers reused by each CTA's next tiles
 ])
 def test_wgmma_gemm_tma_epilogue_matches_numpy(m, n, k, stages, cluster, block_n, b_transposed, rng):
