@@ -22,8 +22,8 @@ def rel_err(got, ref):
     ("cp_async", 3, 128, 128, 32, 8, "8x8"),     # the chapter's tile, four k-tiles through three stages
     ("cp_async", 2, 70, 33, 20, 8, "8x8"),       # edges: zero-filled copies, predicated stores
     pytest.param("cp_async", 3, 128, 128, 48, 16, "8x8", marks=pytest.mark.slow),  # 16-deep stages: the ring wraps
-    ("cp_async", 2, 70, 33, 20, 16, "8x8"),      # 16-deep stages at the edges
-    ("cp_async", 3, 128, 128, 32, 8, "8x16"),    # 128 threads of 8 x 16: interior, the ring wraps
+    pytest.param("cp_async", 2, 70, 33, 20, 16, "8x8", marks=pytest.mark.slow),    # 16-deep stages at the edges
+    pytest.param("cp_async", 3, 128, 128, 32, 8, "8x16", marks=pytest.mark.slow),  # 8 x 16 interior, ring wraps
     pytest.param("cp_async", 2, 70, 33, 20, 8, "8x16", marks=pytest.mark.slow),    # ... at the edges
     ("cp_async", 2, 33, 72, 21, 16, "8x16"),     # ... 16-deep, at the edges: 4-byte copies of A, 16-byte of B
     ("v4", 2, 64, 40, 16, 8, "8x8"),             # edges: element by element
@@ -97,7 +97,7 @@ def test_sgemm_dbuf(stages, m, n, k, bk, tile, issue_after, rng):
 # test_llvm_loop_kernels_against_numpy_one_beta_each, four k-tiles through three stages (here it took 3 of the
 # simulator run's 9 minutes at 128 x 256 x 112); its GPU tests run it at many shapes.
 @pytest.mark.parametrize("stages,m,n,k,bk,tile", [
-    (2, 128, 128, 48, 8, "8x8"),                  # the chapter's tile
+    pytest.param(2, 128, 128, 48, 8, "8x8", marks=pytest.mark.slow),  # the chapter's tile
     (3, 70, 33, 45, 8, "8x16"),                   # edges: At padded to 128 x 48, 4-byte copies of B
     pytest.param(2, 130, 70, 33, 16, "8x8", marks=pytest.mark.slow),  # edges, two row blocks
     (2, 1, 1, 1, 16, "8x16"),
