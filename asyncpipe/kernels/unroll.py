@@ -386,6 +386,9 @@ def unrolled(fn=None, /, *, c_indexing=True, static_ifs=False, **constants):
     index = sim_index if sim else uint64
     module = _load_as_module(path, {**fn.__globals__, **constants, _U64: index, _CUDA: cuda})
     out = getattr(module, fn.__name__)
+    if out is fn:              # the source read was not fn's: its file changed since it was imported
+        raise UnrollError(f"{fn.__qualname__}: its source in {inspect.getsourcefile(fn)} no longer defines it (the "
+                          "file changed since it was imported): restart the process or re-import the module")
     out.__doc__ = fn.__doc__
     out.__wrapped__ = fn
     out.unrolled_source = source

@@ -225,6 +225,18 @@ def test_the_simulator_runs_llvm_loops_expanded_with_checked_unsigned_indices(tm
         f([7, 8], 0)
 
 
+def test_a_source_file_changed_since_import_is_refused(tmp_path, monkeypatch):
+    """inspect reads the file as it is now: when an edit moved the function, the source read defines something
+    else, and unrolled() says so instead of returning the original function as its own expansion."""
+    from asyncpipe.kernels import unroll as U
+
+    monkeypatch.setenv("ASYNCPIPE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(U.inspect, "getsource", lambda fn: "def other(a, b):\n    return a\n")
+    with pytest.raises(UnrollError, match=r"dot3: its source in .*test_unroll.py no longer defines it \(the file "
+                       r"changed since it was imported\): restart the process or re-import the module"):
+        unrolled(dot3, c_indexing=False)
+
+
 def test_llvm_registers_need_a_dtype():
     def bad():
         r = registers(2, llvm=True)
