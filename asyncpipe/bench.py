@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -235,7 +236,10 @@ def bench_codecs(quick: bool, records: list):
 PARTS = ("sgemm", "tma", "cluster_sum", "wgmma", "attention", "fp8_gemm", "codecs", "first_call")   # first_call: every kernel's first call
 
 
-FIRST_CALL_JOBS = 12   # kernels compiled at once for the first-call rows (each process on one core; 16 on the H200)
+# kernels compiled at once for the first-call rows: a quarter of the cores (4 of the H200 machine's 16), so that each
+# row is close to what a user's lone first call costs: at 12 at once on those 16 cores the SGEMMs came out 0-2 s slower
+# than at 6 (bench/h200.md, eighteenth session: the compiles share cores and memory)
+FIRST_CALL_JOBS = max(1, (os.cpu_count() or 4) // 4)
 
 
 def run_bench(json_path: str | None = None, reference: str | None = None, quick: bool = False,
@@ -282,7 +286,7 @@ def run_bench(json_path: str | None = None, reference: str | None = None, quick:
             _progress(f"first-call timing failed: {type(exc).__name__}: {exc}")
     doc = dict(gpu=gpu, date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                commit=commit(), yardsticks={**yard, **{f"nvcc_{k}": v for k, v in ref.items()}}, results=records,
-               first_call=first_call)
+               first_call=first_call, first_call_jobs=FIRST_CALL_JOBS if first_call else None)
     if json_path:                                     # first: a table that fails to print loses no figures
         Path(json_path).write_text(json.dumps(doc, indent=1))
     print(format_table(doc))
@@ -308,7 +312,8 @@ def format_table(doc: dict) -> str:
                      f"{r['ms']:8.3f} {fig:>12s}  {vs}")
     if doc.get("first_call"):
         inits = [v["numba_init_s"] for v in doc["first_call"].values() if "numba_init_s" in v]
-        lines.append("first call in a new process (s)" + (f", after numba's own init ({min(inits):.2f}-"
+        lines.append("first call in a new process (s" + (f", {doc['first_call_jobs']} at once" if doc.get("first_call_jobs")
+                                                           else "") + ")" + (f", after numba's own init ({min(inits):.2f}-"
                                                            f"{max(inits):.2f} s once per process)" if inits else "")
                      + ": " + ", ".join(
             f"{k} ERROR {v['error'][:80]}" if "error" in v else f"{k} {v['cold_s']:.1f} cold / {v['warm_s']:.2f} warm"
