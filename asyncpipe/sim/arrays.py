@@ -107,7 +107,7 @@ class SharedArray:
         run = th.sim
         if run.track:
             f = sys._getframe(1)
-            self._mem.load(th, self._off + flat * self._isz, self._isz, (f.f_code, f.f_lineno))
+            self._mem.load(th, self._off + flat * self._isz, self._isz, (f.f_code, f.f_lasti))
         th.countdown -= 1
         if th.countdown <= 0:
             run.sched.memory_point(th)
@@ -121,7 +121,7 @@ class SharedArray:
         run = th.sim
         if run.track:
             f = sys._getframe(1)
-            self._mem.store(th, self._off + flat * self._isz, self._isz, (f.f_code, f.f_lineno))
+            self._mem.store(th, self._off + flat * self._isz, self._isz, (f.f_code, f.f_lasti))
         self._np[flat] = value
         th.countdown -= 1
         if th.countdown <= 0:
@@ -291,7 +291,7 @@ class SharedAllocator:
         if shp == (0,):
             if alloc is None:
                 alloc = self.allocs[key] = SharedAlloc(0, self.launch.dynamic_bytes, None, dt.name,
-                                                       (f.f_code, f.f_lineno), dynamic=True)
+                                                       (f.f_code, f.f_lasti), dynamic=True)
             arr = SharedArray(cta.smem, 0, (self.launch.dynamic_bytes // dt.itemsize,), dt, alloc)
         else:
             nbytes = math.prod(shp) * dt.itemsize
@@ -307,11 +307,11 @@ class SharedAllocator:
                                         f"static + dynamic shared memory must fit in {limit} bytes per block{how}",
                                         f"{off + nbytes} bytes", "CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN"
                                         if limit == cta.smem.size else "cuLaunchKernel, CUDA_ERROR_INVALID_VALUE",
-                                        where=here(th, (f.f_code, f.f_lineno)), seed=th.sim.seed)
+                                        where=here(th, (f.f_code, f.f_lasti)), seed=th.sim.seed)
                 self.offsets[key] = off
                 self.end = off + nbytes
             if alloc is None:
-                alloc = self.allocs[key] = SharedAlloc(off, off + nbytes, shp, dt.name, (f.f_code, f.f_lineno))
+                alloc = self.allocs[key] = SharedAlloc(off, off + nbytes, shp, dt.name, (f.f_code, f.f_lasti))
             arr = SharedArray(cta.smem, off, shp, dt, alloc)
         cta.arrays[key] = arr
         return arr
@@ -329,14 +329,14 @@ class LocalArray(np.ndarray):
 
     def __getitem__(self, idx):
         f = sys._getframe(1)
-        s = self.touched = (f.f_code, f.f_lineno)
+        s = self.touched = (f.f_code, f.f_lasti)
         if self.wgmma is not None:
             self.wgmma.access(self, "read", s)
         return np.ndarray.__getitem__(self, idx)
 
     def __setitem__(self, idx, value):
         f = sys._getframe(1)
-        s = self.touched = (f.f_code, f.f_lineno)
+        s = self.touched = (f.f_code, f.f_lasti)
         if self.wgmma is not None:
             self.wgmma.access(self, "write", s)
         np.ndarray.__setitem__(self, idx, value)

@@ -1,7 +1,10 @@
 """Where something happened: the kernel source line and the thread, as error messages name them.
 
-A *site* is ``(code object, line number)`` of the kernel frame that made a call: cheap to record at
-every access (no string work), turned into ``file:line: source`` only when a message needs it. When
+A *site* is ``(code object, instruction offset)`` of the kernel frame that made a call (``frame.f_lasti``):
+cheap to record at every access, turned into ``file:line: source`` only when a message needs it. Not the
+line number: CPython computes ``frame.f_lineno`` by walking the code's line table from its start, which
+in an unrolled kernel of a thousand lines cost more than everything else an access does (``line_of``
+looks the offset up in a table built once per code object). When
 the call came from a device function or one of asyncpipe's helpers (``pipeline.ring``), the site
 is ``(code, line, caller)``, ``caller`` the site of the frame that called it, up to the kernel:
 messages name the kernel's line first, then the helper's. A statement that spans several lines is
@@ -16,12 +19,14 @@ import linecache
 import os
 import sys
 import tokenize
+from bisect import bisect_right
 
 _SKIP = (os.path.join("asyncpipe", "sim") + os.sep, os.path.join("asyncpipe", "ptx") + os.sep)
 _NUMBA_SIM = os.path.join("numba", "cuda", "simulator")
 _CHAIN_MAX = 8             # caller frames named at most (a recursive device function)
 _STATEMENT_MAX = 200       # characters of a statement printed
 _skipped_file: dict = {}   # file name -> bool
+_line_tables: dict = {}    # id(code) -> (code, instruction offsets where a line starts, their lines)
 
 
 def run_kernel(fn, args):
@@ -44,18 +49,33 @@ def _skip(code) -> bool:
     return r
 
 
+def line_of(code, offset: int) -> int:
+    """The source line of the instruction at byte ``offset`` of ``code`` (what ``f_lineno`` says of a frame
+    whose ``f_lasti`` is ``offset``)."""
+    table = _line_tables.get(id(code))
+    if table is None or table[0] is not code:
+        starts, lines = [], []
+        for start, _end, line in code.co_lines():
+            starts.append(start)
+            lines.append(line)
+        table = _line_tables[id(code)] = (code, starts, lines)
+    i = bisect_right(table[1], offset) - 1
+    line = table[2][i] if i >= 0 else None
+    return code.co_firstlineno if line is None else line
+
+
 def _chain(f):
     """The site of frame ``f`` (user code) with its user-code callers up to the kernel."""
     frames = []
     while f is not None and f.f_code is not _ENTRY and len(frames) <= _CHAIN_MAX:
         if not _skip(f.f_code):
-            frames.append((f.f_code, f.f_lineno))
+            frames.append((f.f_code, f.f_lasti))
         f = f.f_back
     if f is None and frames and len(frames) > 1:      # outside a simulated thread: the innermost only
         frames = frames[:1]
     s = None
-    for code, line in reversed(frames):
-        s = (code, line) if s is None else (code, line, s)
+    for code, offset in reversed(frames):
+        s = (code, offset) if s is None else (code, offset, s)
     return s
 
 
@@ -74,7 +94,7 @@ def site(depth: int = 1):
 def fast_site(depth: int):
     """``site`` for callers that know exactly how deep the kernel frame is (shared-memory accesses)."""
     f = sys._getframe(depth + 1)
-    return (f.f_code, f.f_lineno)
+    return (f.f_code, f.f_lasti)
 
 
 def with_callers(s):
@@ -83,7 +103,7 @@ def with_callers(s):
     if s is None or len(s) != 2:
         return s
     f = sys._getframe(1)
-    while f is not None and not (f.f_code is s[0] and f.f_lineno == s[1]):
+    while f is not None and not (f.f_code is s[0] and f.f_lasti == s[1]):
         f = f.f_back
     return s if f is None else (_chain(f) or s)
 
@@ -97,11 +117,11 @@ def site_from_traceback(tb):
         if code is _ENTRY:
             frames = []
         elif not _skip(code):
-            frames.append((code, tb.tb_lineno))
+            frames.append((code, tb.tb_lasti))
         tb = tb.tb_next
     s = None
-    for code, line in frames[-_CHAIN_MAX:]:
-        s = (code, line) if s is None else (code, line, s)
+    for code, offset in frames[-_CHAIN_MAX:]:
+        s = (code, offset) if s is None else (code, offset, s)
     return s
 
 
@@ -154,7 +174,8 @@ def _code_only(line: str) -> str:
     return line.strip()
 
 
-def _one(code, line) -> str:
+def _one(code, offset) -> str:
+    line = line_of(code, offset)
     text = statement(code.co_filename, line)
     name = os.path.basename(code.co_filename)
     return f"{name}:{line} ({code.co_name}): {text}" if text else f"{name}:{line} ({code.co_name})"
