@@ -43,10 +43,12 @@ def _collect(fn, sites, seen, depth):
         return
     seen.add(code)
     try:
-        from numba.core import ir
-        from numba.core.compiler import run_frontend
+        from numba.core import bytecode, ir, interpreter
 
-        fir = run_frontend(fn)
+        # numba's bytecode-to-IR step alone (run_frontend without its post-processing, whose live-variable
+        # analysis took most of the time on an unrolled kernel): the definitions are all this reads
+        func_id = bytecode.FunctionIdentity.from_function(fn)
+        fir = interpreter.Interpreter(func_id).interpret(bytecode.ByteCode(func_id=func_id))
     except Exception:       # noqa: BLE001 - not analysable (the allocator checks it at run time)
         return
     for block in fir.blocks.values():
