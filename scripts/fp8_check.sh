@@ -9,6 +9,8 @@
 #              $OUT/h200_fp8_gemm.json
 #   codecs     the codecs at 1 GiB against the device copy into $OUT/h200_codecs.jsonl
 #   speed      scripts/fp8_speed_check.py: five shapes beside torch, against the committed ratios, into $OUT/fp8_speed.json
+#   ab         scripts/fp8_ab.py --before $BEFORE --widths: this kernel against an earlier one (BEFORE: a copy of its
+#              fp8_gemm_kernel.py) at the bench's shapes, every tile width, same run, into $OUT/fp8_ab.json
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/gpu_env.sh || exit 1
@@ -21,6 +23,10 @@ if [[ $STEPS == *sanitizer* ]]; then
       --wrap "compute-sanitizer --tool $tool --error-exitcode 99 --print-limit 10" -m "gpu or hopper" \
       -k "${SAN_CASES:-200x640x384 or 9x272 or 513x1056 or 128-6-c2x2 or 64-8-c1x2 or 192-2-c2x1}" $TESTS > "$OUT/sanitizer_$tool.log" 2>&1 &
   done
+fi
+if [[ $STEPS == *ab* ]]; then
+  timeout "${AB_LIMIT:-400}" python3 scripts/fp8_ab.py --before "$BEFORE" --widths --json "$OUT/fp8_ab.json" 2>&1 \
+    | tee "$OUT/fp8_ab.log"
 fi
 if [[ $STEPS == *tests* ]]; then
   ASYNCPIPE_DEBUG=1 ASYNCPIPE_DEBUG_TIMEOUT=3 python3 scripts/run_isolated.py -j "${JOBS:-8}" --timeout 300 \

@@ -83,6 +83,8 @@ REGISTER_FILE = 65536
 SMEM_ALIGN = W.SWIZZLE_ATOM_BYTES["128B"]   # 128B-swizzled tiles start on 1024-byte boundaries
 BARRIER_BYTES = 8
 MIN_STAGES, MAX_STAGES = 2, 8
+SB_CHUNK = 32                       # B's scales a warp holds at once: one per lane (and k-block)
+FULL_MASK = 0xFFFFFFFF
 CLUSTERS = ((1, 1), (2, 1), (1, 2), (2, 2))   # (CM, CN): CTAs of a cluster along M (sharing B) and N (sharing A)
 N_MULTIPLE = 8                      # D's rows: whole 16-byte lines of bf16 (the stores write bf16 pairs)
 K_MULTIPLE = 16                     # A's and B's rows: TMA's 16-byte global stride rule (e4m3: 1 byte)
@@ -217,33 +219,50 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, sb, d, M, N, K, tiles_m, tiles_n):
         t = tid - 128 * wg                           # thread in the warpgroup
         row_wg = (wg - 1) * W.WGMMA_M                # this warpgroup's 64 rows of the CTA's 128
         row_t = row_wg + 16 * (t // 32) + (t % 32) // 4   # the thread's rows row_t and row_t + 8 (d_row_col)
-        lane0 = t % 32 == 0
+        lane = t % 32
+        lane0 = lane == 0
         acc = cuda.local.array(N2, float32)          # the promoted fp32 sums: registers (constant indices)
         acc_blk = cuda.local.array(N2, float32)      # one k-block's wgmma sums
+        # B's scales, a chunk of SB_CHUNK k-blocks at a time: lane i holds k-block (chunk + i)'s, and the warp reads
+        # the k-block's with shfl. A chunk is loaded a chunk ahead, at the chunk's second k-block, and a tile's first
+        # chunk at the end of the tile before: a load per k-block, even one k-block ahead, had ptxas move its value
+        # into a uniform register right after the load, before the block's wgmmas, which then waited for an L2 round
+        # trip every k-block (and a load issued where a chunk starts shares a scoreboard with the copy of the last).
+        # BN <= 128 divides 128: one B scale per tile and k-block (a tile past N reads the last row's); a 192-wide
+        # tile (n0 a multiple of 64) meets two 128-blocks of B's rows: columns below `split` are the first's, the
+        # rest the next's (the last block's where that lies past N)
+        def sb_rows(tile_n):
+            n0 = (tile_n * CN + rank_n) * BN
+            return ((min(n0, N - 1) // SCALE_BLOCK) * k_blocks,
+                    (min(n0 + SCALE_BLOCK - n0 % SCALE_BLOCK, N - 1) // SCALE_BLOCK) * k_blocks)
+
+        def sb_chunk(row, first):
+            return sb[row + first + lane] if first + lane < k_blocks else float32(0.0)
+
         st = pipeline_state(0, 0)
         tm, tn = next_tile(0, 0, cluster, tiles_m)
+        sb_row, sb_row2 = sb_rows(tn)
+        sb_cur = sb_chunk(sb_row, 0)
+        sb_cur2 = sb_chunk(sb_row2, 0) if BN > SCALE_BLOCK else float32(0.0)
         while tn < tiles_n:
             m0 = (tm * CM + rank_m) * BM
             n0 = (tn * CN + rank_n) * BN
+            split = SCALE_BLOCK - n0 % SCALE_BLOCK
+            sb_nxt = float32(0.0)
+            sb_nxt2 = float32(0.0)
             for i in unroll(N2, llvm=LLVM_LOOPS, nest=8):
                 acc[i] = float32(0.0)
-            # BN <= 128 divides 128: one B scale per tile and k-block (a tile past N reads the last row's);
-            # a 192-wide tile (n0 a multiple of 64) meets two 128-blocks of B's rows: columns below `split` are
-            # the first's, the rest the next's (the last block's where that lies past N)
-            sb_row = (min(n0, N - 1) // SCALE_BLOCK) * k_blocks
-            sb_next = sb[sb_row]
-            split = SCALE_BLOCK - n0 % SCALE_BLOCK
-            sb_row2 = (min(n0 + split, N - 1) // SCALE_BLOCK) * k_blocks
-            sb_next2 = sb[sb_row2] if BN > SCALE_BLOCK else float32(0.0)
             for kb in range(k_blocks):
-                # B's scale, loaded one k-block ahead: a load issued here would hold up the block's last wgmma
-                # (its scale product is scheduled before it) for an L2 round trip, every k-block
-                sb_k = sb_next
-                sb_k2 = sb_next2
-                if kb + 1 < k_blocks:
-                    sb_next = sb[sb_row + kb + 1]
+                j = kb % SB_CHUNK
+                if j == 0 and kb > 0:                # the chunk asked for 31 k-blocks ago
+                    sb_cur = sb_nxt
+                    sb_cur2 = sb_nxt2
+                if j == 1 and kb - 1 + SB_CHUNK < k_blocks:
+                    sb_nxt = sb_chunk(sb_row, kb - 1 + SB_CHUNK)
                     if BN > SCALE_BLOCK:
-                        sb_next2 = sb[sb_row2 + kb + 1]
+                        sb_nxt2 = sb_chunk(sb_row2, kb - 1 + SB_CHUNK)
+                sb_k = cuda.shfl_sync(FULL_MASK, sb_cur, j)
+                sb_k2 = cuda.shfl_sync(FULL_MASK, sb_cur2, j) if BN > SCALE_BLOCK else float32(0.0)
                 consumer_wait(full, st)
                 a_addr = base + pad + st.stage * STAGE_BYTES + row_wg * W.SWIZZLE_128B_ROW_BYTES
                 b_addr = base + pad + st.stage * STAGE_BYTES + A_BYTES
@@ -293,6 +312,13 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, sb, d, M, N, K, tiles_m, tiles_n):
                         else:
                             acc[i] += acc_blk[i] * t0
 
+            # the next tile's first chunk of B's scales, in flight during this tile's epilogue
+            tm, tn = next_tile(tm, tn, clusters, tiles_m)
+            sb_row, sb_row2 = sb_rows(tn)
+            sb_cur = sb_chunk(sb_row, 0)
+            if BN > SCALE_BLOCK:
+                sb_cur2 = sb_chunk(sb_row2, 0)
+
             # ---- epilogue: the warpgroup's 64 x BN of D, bf16 pairs straight from registers, rows < M
             # (columns n0 + 8 j + 2 q and + 1 are the word (n0 + 8 j + 2 q) / 2 of the row's N / 2)
             for h in unroll(2, llvm=LLVM_LOOPS):
@@ -303,7 +329,6 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, sb, d, M, N, K, tiles_m, tiles_n):
                     for j in unroll(BN // 8, llvm=LLVM_LOOPS, nest=8):
                         if col + 8 * j < N:
                             d[word + 4 * j] = ptx.cvt_rn_bf16x2_f32(acc[4 * j + 2 * h + 1], acc[4 * j + 2 * h])
-            tm, tn = next_tile(tm, tn, clusters, tiles_m)
 
     # ---- no CTA exits while a peer may still multicast into it or release its slots ----------------
     if CLUSTER > 1:

@@ -323,7 +323,8 @@ def run_gpu(a, sa, b, sb, stages=None, block_n=None, cluster=None):
 
 
 SHAPES = [(1, 256, 512), (64, 384, 1024), (128, 128, 7168), (200, 640, 384), (1000, 2048, 1024), (4096, 1024, 2048),
-          (3, 200, 400), (130, 2112, 1040), (64, 2112, 7168)]          # N and K edges: partial n-tiles, k-blocks
+          (3, 200, 400), (130, 2112, 1040), (64, 2112, 7168),          # N and K edges: partial n-tiles, k-blocks
+          (72, 320, 8336), (2048, 2304, 4224)]      # B's scales in three chunks of 32 k-blocks; two across tiles
 
 
 @pytest.mark.gpu

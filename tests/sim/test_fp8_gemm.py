@@ -145,6 +145,17 @@ def test_release_before_every_lane_read_its_scales_is_caught(broken, rng):
         run(rng, 1, 128, 512, 2)
 
 
+def test_b_scales_in_chunks(broken, rng):
+    """B's scales reach the consumers in chunks of SB_CHUNK k-blocks (one per lane, read with shfl), each loaded a
+    chunk ahead and a tile's first during the tile before. With 2-wide chunks instead of 32, five k-blocks cross two
+    chunk boundaries and one CTA walks two 192-wide tiles (each meeting two 128-blocks of B's scales): a scale
+    taken from the wrong k-block, block or tile is off by up to 4x, far outside the bound."""
+    broken("SB_CHUNK = 32 ", "SB_CHUNK = 2 ")
+    with sim.settings(sms=1, seed=5):
+        got, a, sa, b, sb = run(rng, 3, 328, 640, 2, block_n=192)
+    assert np.all(np.abs(got - G.reference(a, sa, b, sb)) <= G.error_bound(a, sa, b, sb))
+
+
 def test_fresh_block_accumulator_is_what_promotion_needs(broken, rng):
     """scale-d 1 on every step keeps the previous k-block's sum in acc_blk: promoted again, it is counted
     twice (the simulator computes the wrong answer the GPU would)."""
@@ -156,9 +167,10 @@ def test_fresh_block_accumulator_is_what_promotion_needs(broken, rng):
 
 def test_empty_barrier_counting_only_its_own_consumers_is_caught(broken, rng):
     """An empty barrier that counts only this CTA's consumer warps, while its cluster peer's warps arrive on it
-    too, completes a phase early: the producer refills a stage whose scales the consumers still read."""
+    too, completes a phase early: the producer refills a stage whose scales the consumers still read (seen as the
+    copy landing on a word a consumer read, or as a consumer's wait returning for the phase before)."""
     broken("pipeline_init(full, empty, STAGES, 1, CONSUMER_WARPS * (CM + CN - 1))",
            "pipeline_init(full, empty, STAGES, 1, CONSUMER_WARPS)")
-    with pytest.raises(sim.SharedMemoryRaceError, match=r"(?s)cp_async_bulk_tensor_2d_shared_global.*an earlier "
-                       r"read by thread"):
+    with pytest.raises(sim.SharedMemoryRaceError, match=r"(?s)(cp_async_bulk_tensor_2d_shared_global.*an earlier "
+                       r"read by thread|made a read of word 0x[0-9a-f]+, which a copy completing phase \d+ writes)"):
         run(rng, 130, 128, 640, 2, cluster=(2, 1), block_n=128)

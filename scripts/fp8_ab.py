@@ -1,0 +1,102 @@
+"""The FP8 GEMM's kernel against an earlier one, on the GPU, in one run: every configuration the bench's shapes
+(``fp8_gemm.BENCH_SHAPES``) choose by default, plus ``--widths`` (every tile width at the default cluster), the two
+kernels alternated ROUNDS times on the same operands, torch._scaled_mm tensorwise timed once per shape beside them.
+
+    git show <sha>:asyncpipe/kernels/fp8_gemm_kernel.py > /tmp/before.py
+    python3 scripts/fp8_ab.py --before /tmp/before.py [--rounds 3] [--widths] [--json out.json]
+
+Prints one line per (shape, configuration): both kernels' TFLOPS (median of the rounds' medians), the ratio
+now / before, and each against torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import statistics
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+FORMS = ("now", "before")
+
+
+def _load(path: str):
+    spec = importlib.util.spec_from_file_location("asyncpipe.kernels._fp8_gemm_kernel_before", path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def main() -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--before", required=True)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--widths", action="store_true", help="every tile width at each shape, not only the default")
+    p.add_argument("--shapes", help="MxNxK,... instead of the bench's shapes")
+    p.add_argument("--json")
+    args = p.parse_args()
+
+    import numpy as np
+    from numba import cuda
+
+    from asyncpipe.host import device_info
+    from asyncpipe.kernels import fp8_gemm as G
+    from asyncpipe.kernels import fp8_gemm_kernel as now
+    from asyncpipe.timing import time_ms, tflops
+
+    modules = {"now": now, "before": _load(args.before)}
+
+    def use(form):
+        G.FK = modules[form]
+        G._jit.cache_clear()
+        G._plans.clear()
+
+    shapes = ([tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")] if args.shapes
+              else list(G.BENCH_SHAPES))
+    sms = device_info(G.API).sm_count
+    records = []
+    for shape in shapes:
+        m, n, k = shape
+        a, sa, b, sb = G.random_operands(np.random.default_rng(0), m, n, k)
+        dev = (cuda.to_device(a), G.to_device_scales(sa), cuda.to_device(b), cuda.to_device(sb))
+        d = cuda.device_array((m, n), np.uint16)
+        torch_tf = G._scaled_mm_tflops(a, b, 20).get("tensorwise")
+        default_bn = G.choose_block_n(m, n, sms)
+        widths = now.BLOCK_NS if args.widths else (default_bn,)
+        for bn in widths:
+            cluster = G.choose_cluster(m, n, bn, sms)
+            ms = {f: [] for f in FORMS}
+            outs = {}
+            for _ in range(args.rounds):
+                for form in FORMS:
+                    use(form)
+                    run = lambda: G.fp8_gemm(*dev, d, block_n=bn, cluster=cluster)  # noqa: E731
+                    ms[form].append(time_ms(run, reps=20))
+                    outs[form] = d.copy_to_host()
+            rec = dict(shape=list(shape), block_n=bn, cluster=list(cluster), default=bn == default_bn,
+                       scaled_mm_tensorwise_tflops=torch_tf, same_output=bool(np.array_equal(outs["now"], outs["before"])))
+            for form in FORMS:
+                rec[form] = dict(ms=ms[form], tflops=tflops(2.0 * m * n * k, statistics.median(ms[form])))
+            rec["now_over_before"] = rec["now"]["tflops"] / rec["before"]["tflops"]
+            records.append(rec)
+            vs = (lambda f: rec[f]["tflops"] / torch_tf) if torch_tf else (lambda f: float("nan"))
+            print(f"{'x'.join(map(str, shape)):>18} bn{bn:<3} c{cluster[0]}x{cluster[1]}{'*' if bn == default_bn else ' '} "
+                  f"now {rec['now']['tflops']:7.1f} TF ({vs('now'):.2f}x torch)  before {rec['before']['tflops']:7.1f} "
+                  f"({vs('before'):.2f}x)  ratio {rec['now_over_before']:.3f}  same D {rec['same_output']}", flush=True)
+    doc = dict(gpu=cuda.get_current_device().name.decode() if isinstance(cuda.get_current_device().name, bytes)
+               else cuda.get_current_device().name, date=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+               commit=os.environ.get("COMMIT", "unknown"), before=os.path.basename(args.before), rounds=args.rounds,
+               records=records)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(doc, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
