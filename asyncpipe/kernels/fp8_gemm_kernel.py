@@ -167,6 +167,13 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, sb, d, M, N, K, tiles_m, tiles_n):
             if j != rank_n:
                 ptx.mbarrier_arrive_shared_cluster(ptx.mapa_shared_cluster(slot, j * CM + rank_m))
 
+    def release(st):
+        """Lane 0 of a consumer warp: slot ``st`` is free, in every CTA that fills it."""
+        if CLUSTER == 1:
+            consumer_release(empty, st, 1)
+        else:
+            release_peers(st)
+
     # ---- prologue: the ring's barriers, visible to TMA and to the cluster --------------------------
     if tid == 0:
         # full: the producer arrives once (plus the bytes); empty: each consumer warp of every CTA that
@@ -264,6 +271,14 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, sb, d, M, N, K, tiles_m, tiles_n):
                 sb_k = cuda.shfl_sync(FULL_MASK, sb_cur, j)
                 sb_k2 = cuda.shfl_sync(FULL_MASK, sb_cur2, j) if BN > SCALE_BLOCK else float32(0.0)
                 consumer_wait(full, st)
+                if BN <= SCALE_BLOCK and m0 + row_wg >= M:
+                    # every row of this warpgroup's lies past M (a small M's bottom half): no mmas to spend the
+                    # tensor core on, only the slot to give back. (Not at 192 wide: the branch makes ptxas spill.)
+                    cuda.syncwarp()
+                    if lane0:
+                        release(st)
+                    st = advance(st, STAGES)
+                    continue
                 a_addr = base + pad + st.stage * STAGE_BYTES + row_wg * W.SWIZZLE_128B_ROW_BYTES
                 b_addr = base + pad + st.stage * STAGE_BYTES + A_BYTES
                 a_desc = W.matrix_descriptor(a_addr, W.K_MAJOR_128B_LBO, W.K_MAJOR_128B_SBO, W.SWIZZLE_128B, 0)
@@ -289,10 +304,7 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, sb, d, M, N, K, tiles_m, tiles_n):
                 ptx.wgmma_wait_group_sync_aligned(0)  # this k-block's mmas are done ...
                 cuda.syncwarp()                      # ... and every lane's scale reads, before lane 0's release
                 if lane0:                            # ... so the slot goes back, in every CTA that fills it
-                    if CLUSTER == 1:
-                        consumer_release(empty, st, 1)
-                    else:
-                        release_peers(st)
+                    release(st)
                 st = advance(st, STAGES)
                 # ---- promotion: acc[4 j + 2 h + e] is row row_t + 8 h, columns 8 j + 2 q + e (d_row_col)
                 for i in unroll(N2, llvm=LLVM_LOOPS, nest=8):
