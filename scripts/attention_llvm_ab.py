@@ -131,14 +131,9 @@ def main() -> int:
         print(f"attention hd{hd}{' causal' if causal else ''}: {a} {rec[a]['tflops']:.0f} TF, {b} "
               f"{rec[b]['tflops']:.0f} TF, ratio {rec[f'{a}_over_{b}']:.3f}; compile "
               f"{rec[a]['compile_s'] or 0:.1f} / {rec[b]['compile_s'] or 0:.1f} s", flush=True)
-    import torch
+    from ab_record import write
 
-    doc = dict(gpu=torch.cuda.get_device_name(), date=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-               commit=os.environ.get("COMMIT", "unknown"), rounds=args.rounds, forms=FORMS,
-               before=BEFORE and os.path.basename(BEFORE), records=records)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(doc, f, indent=1)
+    write(args.json, rounds=args.rounds, forms=FORMS, before=BEFORE and os.path.basename(BEFORE), records=records)
     return 0
 
 

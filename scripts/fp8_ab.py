@@ -13,11 +13,9 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 import os
 import statistics
 import sys
-import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -88,13 +86,9 @@ def main() -> int:
             print(f"{'x'.join(map(str, shape)):>18} bn{bn:<3} c{cluster[0]}x{cluster[1]}{'*' if bn == default_bn else ' '} "
                   f"now {rec['now']['tflops']:7.1f} TF ({vs('now'):.2f}x torch)  before {rec['before']['tflops']:7.1f} "
                   f"({vs('before'):.2f}x)  ratio {rec['now_over_before']:.3f}  same D {rec['same_output']}", flush=True)
-    doc = dict(gpu=cuda.get_current_device().name.decode() if isinstance(cuda.get_current_device().name, bytes)
-               else cuda.get_current_device().name, date=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-               commit=os.environ.get("COMMIT", "unknown"), before=os.path.basename(args.before), rounds=args.rounds,
-               records=records)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(doc, f, indent=1)
+    from ab_record import write
+
+    write(args.json, before=os.path.basename(args.before), rounds=args.rounds, records=records)
     return 0
 
 

@@ -156,14 +156,10 @@ def main() -> int:
         print(f"{'/'.join(map(str, cfg))} {'edges' if edges else 'interior'} n={n}: llvm {rec['llvm']['tflops']:.1f} "
               f"TF, expanded {rec['expanded']['tflops']:.1f} TF, ratio {rec['llvm_over_expanded']:.3f}{cols}; compile "
               f"{rec['llvm']['compile_s'] or 0:.1f} / {rec['expanded']['compile_s'] or 0:.1f} s", flush=True)
-    name = cuda.get_current_device().name
-    doc = dict(gpu=name.decode() if isinstance(name, bytes) else str(name), date=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-               commit=os.environ.get("COMMIT", "unknown"), cublas_tflops_4096=cublas_sgemm_tflops(N_INTERIOR),
-               rounds=args.rounds, records=records)
+    from ab_record import write
+
+    doc = write(args.json, cublas_tflops_4096=cublas_sgemm_tflops(N_INTERIOR), rounds=args.rounds, records=records)
     print(f"cuBLAS {doc['cublas_tflops_4096']:.1f} TF at 4096^3")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(doc, f, indent=1)
     return 0
 
 
