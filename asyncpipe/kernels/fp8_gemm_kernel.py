@@ -13,7 +13,7 @@ per 128 x 128 block (``sb``, ceil(N/128) x ceil(K/128), row-major). The host sid
     │     TMA B   its 1/CM of the tile's BN rows x 128 K (128B swizzle), multicast to the CM CTAs of its column
     │     TMA sa  this k-block's 128 row scales (one 512-byte box of the K-block-major scales)
     └── warpgroups 1 and 2, the consumers: setmaxnreg.inc 232; each owns 64 rows of the tile:
-          sb_k = sb[n block, kb] (BN 192: and the next)   loaded one k-block ahead (an L2 round trip)
+          sb_k = shfl(lane kb % 32 of the warp's chunk of sb)  32 k-blocks' scales a warp, loaded a chunk ahead
           consumer_wait(full, st)
           4 x wgmma m64nBNk32 e4m3 into acc_blk            scale-d 0 on the first: a fresh fp32 block sum
           commit; read the thread's two row scales from the stage
