@@ -239,15 +239,15 @@ def e2m1_cuts(d, rounded=f32_rd, midpoints=K.E2M1_MIDPOINTS):
 
 
 def e2m1_codes_by_cuts(x, d, rounded=f32_rd, cuts=None):
-    """``_e2m1_cut``: E2M1 codes of x (n, m) for the divisors d (n,), by binary search over the thresholds
-    (``cuts``: others than ``e2m1_cuts(d, rounded)``)."""
-    c = (e2m1_cuts(d, rounded) if cuts is None else cuts)[:, :, None]
-    a = np.abs(x)
-    b2 = a > c[3]
-    b1 = a > np.where(b2, c[5], c[1])
-    b0 = a > np.where(b2, np.where(b1, c[6], c[4]), np.where(b1, c[2], c[0]))
-    sign = (x.view(np.uint32) >> 28) & 8
-    return (sign | b2 << 2 | b1 << 1 | b0).astype(np.uint8)
+    """The kernel's element codes (``_thermometer``, ``_e2m1_nv_pair``) of the bf16-exact x (n, m) for the divisors
+    d (n,): how many thresholds (``cuts``: others than ``e2m1_cuts(d, rounded)``) the magnitude bits of x exceed,
+    each threshold as its bf16 rounded down (the top half of its float32 bits), and x's sign bit."""
+    c = e2m1_cuts(d, rounded) if cuts is None else cuts
+    h = (np.asarray(x, np.float32).view(np.uint32) >> 16) & 0x7FFF
+    floors = np.asarray(c, np.float32).view(np.uint32) >> 16
+    count = sum(h > floors[i][:, None] for i in range(len(floors)))
+    sign = (np.asarray(x, np.float32).view(np.uint32) >> 28) & 8
+    return (sign | count).astype(np.uint8)
 
 
 def e2m1_codes_by_division(x, d):
@@ -351,6 +351,16 @@ def test_codec_sass(name, fmt):
         assert ops.count("F2FP.BF16.F32.PACK_AB") == cvts
     if name == "mxfp4_quantize":
         assert not any(o.startswith(("F2FP", "CALL")) for o in ops)      # E2M1 in software, amax in-lane
+        # a lane's 16 element pairs: |x| 2^(126 - s) and its three grids, four bf16x2 fmas each (HMUL2 for the
+        # product); the grids' minimum and the block amax two lanes at a time
+        assert sum(o.startswith(("HFMA2", "HMUL2")) for o in ops) == 4 * 16, ops
+        assert sum(o.startswith("VIMNMX") and "U16x2" in o for o in ops) >= 16 + 8, ops   # VIMNMX3: 3 inputs
+    if name in ("mxfp4_quantize", "nvfp4_quantize"):
+        assert ops.count("PRMT") >= 16                        # every pair regrouped as (e_k, e_k+4)
+    if name == "nvfp4_quantize":
+        # no per-element float compare or select: the thresholds are integer adds two elements at a time, and each
+        # code bit reaches its nibble through an IMAD.HI (3 a pair, 3 a word), none a LEA.HI of the integer pipe
+        assert not any(o.startswith("FSEL") for o in ops) and ops.count("IMAD.HI.U32") == 3 * 16 + 3 * 4, ops
 
 
 # ---------------------------------------------------------------------------------------------
@@ -378,7 +388,7 @@ def test_nvfp4_odd_blocks_and_given_scales_gpu(shape, tensor_scale, rng, poisone
 @pytest.mark.gpu
 @pytest.mark.simulator_too
 def test_nvfp4_elements_on_their_thresholds(rng, poisoned):
-    """The kernel's thresholds (``_e2m1_cut``), not just their arithmetic: blocks of 16 whose elements are, for
+    """The kernel's thresholds (``_thermometer``), not just their arithmetic: blocks of 16 whose elements are, for
     each of the seven thresholds of the block's d, the bf16 value just above it and the one at or below it
     (one with a minus sign), next to the block's amax; tensor scales random, 0.01 and 3e-38 (d subnormal)."""
     from asyncpipe.formats.minifloat import E4M3
