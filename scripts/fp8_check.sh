@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 20's kernels on the GPU machine, in one call. STEPS (default "tests bench codecs"):
-#   tests      the GPU tests of the block-scaled FP8 GEMM and its quantizer, the MX/NVFP4 codecs and the FP8
+#   tests      the GPU tests of the block-scaled FP8 GEMM and its quantizer, the MX/NVFP4 codecs, the packed and FP8
 #              conversion primitives, in debug mode (a hang is a HangError in seconds); CASES (-k) narrows them.
 #              The GEMM tests print the worst error / assumed bound ratio (-s): read the real margin off the log
 #   sanitizer  compute-sanitizer memcheck, racecheck, synccheck over SAN_CASES, in the background
@@ -16,7 +16,7 @@ cd "$(dirname "$0")/.."
 source scripts/gpu_env.sh || exit 1
 STEPS=${STEPS:-"tests bench codecs"}
 nvidia-smi -L
-TESTS="tests/kernels/test_fp8_gemm.py tests/kernels/test_mx_codec.py tests/ptx/test_convert.py ${EXTRA_TESTS:-}"
+TESTS="tests/kernels/test_fp8_gemm.py tests/kernels/test_mx_codec.py tests/ptx/test_convert.py tests/ptx/test_packed.py ${EXTRA_TESTS:-}"
 if [[ $STEPS == *sanitizer* ]]; then
   for tool in memcheck racecheck synccheck; do
     timeout "${SAN_LIMIT:-400}" python3 scripts/run_isolated.py -j 2 --timeout 380 --log "$OUT/sanitizer_${tool}_failures.log" \
