@@ -27,7 +27,32 @@ def _load(path: str):
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod
     spec.loader.exec_module(mod)
+    if not hasattr(mod, "KSPLITS"):          # a kernel from before split_k: what today's host asks of it, split_k 1
+        _without_split_k(mod)
     return mod
+
+
+def _without_split_k(mod) -> None:
+    """Gives a kernel module older than split_k the names ``fp8_gemm`` uses, for split_k 1 only."""
+    def one(fn):
+        def call(*args, ksplit=1, **kwargs):
+            assert ksplit == 1, "a kernel from before split_k runs split_k 1 only"
+            return fn(*args, **kwargs)
+        return call
+
+    def strip(fn):
+        def call(*args, **kwargs):
+            if len(args) == 3:
+                assert args[2] == 1, "a kernel from before split_k runs split_k 1 only"
+                args = args[:2]
+            return fn(*args, **kwargs)
+        return call
+
+    mod.KSPLITS, mod.WGMMA_ROWS = (1,), mod.BM // 2
+    mod.reduce_bytes = lambda block_n, ksplit=1: 0
+    mod.make_kernel = one(mod.make_kernel)
+    for name in ("max_stages", "shared_bytes", "block_shared_bytes"):
+        setattr(mod, name, strip(getattr(mod, name)))
 
 
 def main() -> int:
@@ -73,7 +98,8 @@ def main() -> int:
             for _ in range(args.rounds):
                 for form in FORMS:
                     use(form)
-                    run = lambda: G.fp8_gemm(*dev, d, block_n=bn, cluster=cluster)  # noqa: E731
+                    split = 1 if form == "before" and modules["before"].KSPLITS == (1,) else None
+                    run = lambda: G.fp8_gemm(*dev, d, block_n=bn, cluster=cluster, split_k=split)  # noqa: E731
                     ms[form].append(time_ms(run, reps=20))
                     outs[form] = d.copy_to_host()
             rec = dict(shape=list(shape), block_n=bn, cluster=list(cluster), default=bn == default_bn,

@@ -48,7 +48,8 @@ SCALE_ITEM = 4
 
 
 def check_fp8_gemm(a_shape, a_dtype, sa_shape, sa_strides, sa_dtype, b_shape, b_dtype, sb_shape, sb_dtype,
-                   d_shape, d_dtype, *, contiguous, addresses, stages, block_n, smem_limit, cluster=(1, 1)):
+                   d_shape, d_dtype, *, contiguous, addresses, stages, block_n, smem_limit, cluster=(1, 1),
+                   split_k=1):
     """Every rule of ``fp8_gemm``'s inputs, with no GPU: shapes as tuples, dtypes as names ("float8_e4m3fn",
     "bfloat16" for torch tensors), ``sa_strides`` in elements, ``contiguous`` a dict name -> bool for A, B, sb
     and D, ``addresses`` name -> device address. Returns ``(M, N, K, ld)`` (``ld``: sa's K-block stride)."""
@@ -93,12 +94,27 @@ def check_fp8_gemm(a_shape, a_dtype, sa_shape, sa_strides, sa_dtype, b_shape, b_
     check(isinstance(stages, (int, np.integer)) and not isinstance(stages, bool) and
           FK.MIN_STAGES <= stages <= FK.MAX_STAGES, API,
           f"stages must be an integer in {FK.MIN_STAGES}..{FK.MAX_STAGES}", repr(stages))
-    need = FK.block_shared_bytes(block_n, stages)
+    check(split_k in FK.KSPLITS and not isinstance(split_k, bool), API,
+          f"split_k must be one of {FK.KSPLITS} (2: both consumer warpgroups on the same 64 rows, each with the "
+          "k-blocks of its slots)", repr(split_k))
+    check(split_k == 1 or M <= FK.WGMMA_ROWS, API,
+          f"split_k 2 gives the tile's two consumer warpgroups the same {FK.WGMMA_ROWS} rows: M must be at most "
+          f"{FK.WGMMA_ROWS}", f"M = {M}")
+    check(split_k == 1 or not isinstance(stages, (int, np.integer)) or stages % 2 == 0, API,
+          "split_k 2 needs an even number of stages (each consumer warpgroup owns every other slot: a slot both used "
+          "could pass one of them by two phases, which a parity wait cannot tell apart)", f"stages = {stages}")
+    check(split_k == 1 or block_n <= FK.KSPLIT_MAX_BLOCK_N, API,
+          f"split_k 2 needs block_n at most {FK.KSPLIT_MAX_BLOCK_N} (at 192 its reduction makes ptxas spill)",
+          f"block_n = {block_n}")
+    need = FK.block_shared_bytes(block_n, stages, split_k)
+    reduce = FK.reduce_bytes(block_n, split_k)
     check(need <= smem_limit, API,
-          f"stages x (stage bytes + 2 barriers) + {FK.SMEM_ALIGN} alignment slack must fit the {smem_limit} bytes of "
-          "shared memory per block",
-          f"{stages} x ({FK.stage_bytes(block_n)} + {2 * FK.BARRIER_BYTES}) + {FK.SMEM_ALIGN} = {need} bytes (at most "
-          f"{FK.max_stages(block_n, smem_limit)} stages fit)", "CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN")
+          f"stages x (stage bytes + 2 barriers) + {FK.SMEM_ALIGN} alignment slack" + (" + split_k 2's 64 x block_n "
+          "fp32 sums" if reduce else "") + f" must fit the {smem_limit} bytes of shared memory per block",
+          f"{stages} x ({FK.stage_bytes(block_n)} + {2 * FK.BARRIER_BYTES}) + {FK.SMEM_ALIGN}"
+          + (f" + {reduce}" if reduce else "") + f" = {need} bytes (at most "
+          f"{FK.max_stages(block_n, smem_limit, split_k)} stages fit)",
+          "CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN")
     return M, N, K, ld
 
 
@@ -161,12 +177,15 @@ def choose_cluster(m: int, n: int, block_n: int, sm_count: int) -> tuple:
     return (2, 1) if block_n == 128 else (1, 1)
 
 
-def fp8_gemm(a, sa, b, sb, out=None, *, stages=None, block_n=None, cluster=None, stream=0):
+def fp8_gemm(a, sa, b, sb, out=None, *, stages=None, block_n=None, cluster=None, split_k=None, stream=0):
     """D = (A * sa) (B * sb)^T in bf16 (see the module doc); returns ``out``. ``block_n``: the tile's width, one of
     ``fp8_gemm_kernel.BLOCK_NS``, by default ``choose_block_n``'s. ``stages``: ring depth, by default the most
     that fit (``fp8_gemm_kernel.max_stages``: 6 at 128 wide on the H200, 8 at 64). ``cluster``: (CM, CN), one of
     ``fp8_gemm_kernel.CLUSTERS``: CM CTAs along M share each B tile and CN along N each A tile, every CTA
-    loading its share and multicasting it (TMA multicast: less L2 traffic); by default ``choose_cluster``'s."""
+    loading its share and multicasting it (TMA multicast: less L2 traffic); by default ``choose_cluster``'s.
+    ``split_k``: 2 gives a tile's two consumer warpgroups the same 64 rows, each the k-blocks of every other ring
+    slot, summed at the end through shared memory (M <= 64, block_n <= 128, stages even); by default 2 where it
+    may be."""
     if out is None:
         aa, _ = _view("A", a)
         ba, _ = _view("B", b)
@@ -179,8 +198,8 @@ def fp8_gemm(a, sa, b, sb, out=None, *, stages=None, block_n=None, cluster=None,
         else:
             out = cuda.device_array((m, n), np.uint16, stream=stream or 0)
     key = (array_key(a), array_key(sa), array_key(b), array_key(sb), array_key(out),
-           *option_key(stages, block_n, cluster), id(stream) if stream else 0)
-    run_plan(_plans, key, lambda: _plan(a, sa, b, sb, out, stages, block_n, cluster, stream))
+           *option_key(stages, block_n, cluster, split_k), id(stream) if stream else 0)
+    run_plan(_plans, key, lambda: _plan(a, sa, b, sb, out, stages, block_n, cluster, split_k, stream))
     return out
 
 
@@ -188,11 +207,12 @@ _plans = PlanCache()
 
 
 @functools.lru_cache(maxsize=None)
-def _jit(block_n, stages, cluster):
-    return jit(FK.make_kernel(block_n=block_n, stages=stages, cluster=cluster), launch_bounds=FK.LAUNCH_BOUNDS)
+def _jit(block_n, stages, cluster, split_k=1):
+    return jit(FK.make_kernel(block_n=block_n, stages=stages, cluster=cluster, ksplit=split_k),
+               launch_bounds=FK.LAUNCH_BOUNDS)
 
 
-def _plan(a, sa, b, sb, out, stages, block_n, cluster, stream):
+def _plan(a, sa, b, sb, out, stages, block_n, cluster, split_k, stream):
     """Every check, the tensor maps, the grid and the marshalled launch of one problem."""
     from ..host import device_info
     from ..host.launch import prepare_launch
@@ -206,14 +226,16 @@ def _plan(a, sa, b, sb, out, stages, block_n, cluster, stream):
         block_n = choose_block_n(aa.shape[0], ba.shape[0], info.sm_count)
     if cluster is None and len(aa.shape) == 2 and len(ba.shape) == 2:
         cluster = choose_cluster(aa.shape[0], ba.shape[0], block_n, info.sm_count)
-    stages = FK.max_stages(block_n, info.max_shared_per_block_optin) if stages is None else stages
+    if split_k is None and len(aa.shape) == 2:
+        split_k = 2 if aa.shape[0] <= FK.WGMMA_ROWS and block_n <= FK.KSPLIT_MAX_BLOCK_N else 1
+    stages = FK.max_stages(block_n, info.max_shared_per_block_optin, split_k) if stages is None else stages
     arrays = {"A": aa, "B": ba, "sb": sba, "D": da}
     M, N, K, ld = check_fp8_gemm(
         tuple(aa.shape), at, tuple(saa.shape), _strides(saa), sat,
         tuple(ba.shape), bt, tuple(sba.shape), sbt, tuple(da.shape), dt,
         contiguous={k: v.is_c_contiguous() for k, v in arrays.items()},
         addresses={"sa": _address(saa), **{k: _address(v) for k, v in arrays.items()}},
-        stages=stages, block_n=block_n, smem_limit=info.max_shared_per_block_optin, cluster=cluster)
+        stages=stages, block_n=block_n, smem_limit=info.max_shared_per_block_optin, cluster=cluster, split_k=split_k)
     cm, cn = (int(v) for v in cluster)
     kb = k_blocks(K)
     # A's scales as TMA sees them: the K-block-major KB x M view (row pitch ld), one box = 128 rows' scales
@@ -226,10 +248,11 @@ def _plan(a, sa, b, sb, out, stages, block_n, cluster, stream):
     tiles_m, tiles_n = math.ceil(M / (FK.BM * cm)), math.ceil(N / (block_n * cn))
     clusters = max(1, min(tiles_m * tiles_n, info.sm_count // (cm * cn)))
     words = da.reshape(M * N).view(np.uint32)
-    kernel = _jit(block_n, int(stages), (cm, cn))
+    kernel = _jit(block_n, int(stages), (cm, cn), split_k)
     return prepare_launch(kernel, clusters * cm * cn, FK.THREADS, tma_a, tma_b, tma_sa, sba.reshape(sba.size), words, np.int32(M),
                           np.int32(N), np.int32(K), np.int32(tiles_m), np.int32(tiles_n),
-                          cluster=cm * cn if cm * cn > 1 else None, shared_mem=FK.shared_bytes(block_n, int(stages)),
+                          cluster=cm * cn if cm * cn > 1 else None,
+                          shared_mem=FK.shared_bytes(block_n, int(stages), split_k),
                           stream=stream, keep=(tma_a, tma_b, tma_sa))
 
 

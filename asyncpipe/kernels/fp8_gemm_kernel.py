@@ -62,6 +62,7 @@ from ..ptx import wgmma as W
 from .unroll import unroll, unrolled
 
 # ---- the tile ------------------------------------------------------------------------------------------
+WGMMA_ROWS = W.WGMMA_M              # a consumer warpgroup's rows
 BM = 2 * W.WGMMA_M                  # rows of D per CTA: two consumer warpgroups of 64
 BK = W.SWIZZLE_128B_ROW_BYTES       # 128 one-byte e4m3 = one 128-byte swizzle row = one scale block of K
 SCALE_BLOCK = 128                   # sa: 1 x 128 blocks; sb: 128 x 128 blocks (DeepGEMM's granularity)
@@ -85,7 +86,11 @@ BARRIER_BYTES = 8
 MIN_STAGES, MAX_STAGES = 2, 8
 SB_CHUNK = 32                       # B's scales a warp holds at once: one per lane (and k-block)
 FULL_MASK = 0xFFFFFFFF
-CLUSTERS = ((1, 1), (2, 1), (1, 2), (2, 2))   # (CM, CN): CTAs of a cluster along M (sharing B) and N (sharing A)
+CLUSTERS = ((1, 1), (2, 1), (1, 2), (2, 2))
+KSPLITS = (1, 2)                    # 2: both consumer warpgroups take the same 64 rows, the k-blocks of the even
+                                    # and of the odd slots (M <= 64, STAGES even)
+KSPLIT_MAX_BLOCK_N = 128            # at 192 wide KSPLIT 2's reduction makes ptxas spill
+REDUCE_FULL, REDUCE_FREE = 1, 2     # KSPLIT 2's named barriers: warpgroup 2's sums written / read (0: syncthreads)   # (CM, CN): CTAs of a cluster along M (sharing B) and N (sharing A)
 N_MULTIPLE = 8                      # D's rows: whole 16-byte lines of bf16 (the stores write bf16 pairs)
 K_MULTIPLE = 16                     # A's and B's rows: TMA's 16-byte global stride rule (e4m3: 1 byte)
 
@@ -110,18 +115,26 @@ def stage_bytes(block_n: int) -> int:
     return -(-stage_tx(block_n) // SMEM_ALIGN) * SMEM_ALIGN
 
 
-def shared_bytes(block_n: int, stages: int) -> int:
-    """Dynamic shared memory of a launch: the stages plus slack to align them to 1024 bytes."""
-    return stages * stage_bytes(block_n) + SMEM_ALIGN
+def reduce_bytes(block_n: int, ksplit: int = 1) -> int:
+    """KSPLIT 2's buffer past the ring: warpgroup 2's 64 x BN fp32 sums (none with KSPLIT 1)."""
+    return W.WGMMA_M * block_n * SCALE_BYTES if ksplit == 2 else 0
 
 
-def block_shared_bytes(block_n: int, stages: int) -> int:
+def shared_bytes(block_n: int, stages: int, ksplit: int = 1) -> int:
+    """Dynamic shared memory of a launch: the stages, KSPLIT 2's buffer, slack to align them to 1024 bytes."""
+    return stages * stage_bytes(block_n) + reduce_bytes(block_n, ksplit) + SMEM_ALIGN
+
+
+def block_shared_bytes(block_n: int, stages: int, ksplit: int = 1) -> int:
     """Dynamic plus the static full/empty barriers."""
-    return shared_bytes(block_n, stages) + 2 * stages * BARRIER_BYTES
+    return shared_bytes(block_n, stages, ksplit) + 2 * stages * BARRIER_BYTES
 
 
-def max_stages(block_n: int, smem_limit: int) -> int:
-    return min(MAX_STAGES, (smem_limit - SMEM_ALIGN) // (stage_bytes(block_n) + 2 * BARRIER_BYTES))
+def max_stages(block_n: int, smem_limit: int, ksplit: int = 1) -> int:
+    """The most stages that fit; with KSPLIT 2 an even number (each consumer warpgroup owns every other slot)."""
+    fit = min(MAX_STAGES, (smem_limit - SMEM_ALIGN - reduce_bytes(block_n, ksplit))
+              // (stage_bytes(block_n) + 2 * BARRIER_BYTES))
+    return fit - fit % ksplit
 
 
 # ------------------------------------------------------------------------------------------------
@@ -177,8 +190,8 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, sb, d, M, N, K, tiles_m, tiles_n):
     # ---- prologue: the ring's barriers, visible to TMA and to the cluster --------------------------
     if tid == 0:
         # full: the producer arrives once (plus the bytes); empty: each consumer warp of every CTA that
-        # writes into this one releases once
-        pipeline_init(full, empty, STAGES, 1, CONSUMER_WARPS * (CM + CN - 1))
+        # writes into this one releases once (with KSPLIT 2 only the warps of the k-block's warpgroup)
+        pipeline_init(full, empty, STAGES, 1, CONSUMER_WARPS // KSPLIT * (CM + CN - 1))
     if CLUSTER == 1:
         cuda.syncthreads()
     else:
@@ -224,10 +237,11 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, sb, d, M, N, K, tiles_m, tiles_n):
         # ---- consumer warpgroups: take the registers, multiply, promote, store -------------------
         ptx.setmaxnreg_inc_sync_aligned_u32(CONSUMER_REGS)
         t = tid - 128 * wg                           # thread in the warpgroup
-        row_wg = (wg - 1) * W.WGMMA_M                # this warpgroup's 64 rows of the CTA's 128
+        row_wg = 0 if KSPLIT == 2 else (wg - 1) * W.WGMMA_M   # this warpgroup's 64 rows of the CTA's 128
         row_t = row_wg + 16 * (t // 32) + (t % 32) // 4   # the thread's rows row_t and row_t + 8 (d_row_col)
         lane = t % 32
         lane0 = lane == 0
+        reduce_word = (pad + STAGES * STAGE_BYTES) // SCALE_BYTES   # KSPLIT 2: warpgroup 2's sums, past the ring
         acc = cuda.local.array(N2, float32)          # the promoted fp32 sums: registers (constant indices)
         acc_blk = cuda.local.array(N2, float32)      # one k-block's wgmma sums
         # B's scales, a chunk of SB_CHUNK k-blocks at a time: lane i holds k-block (chunk + i)'s, and the warp reads
@@ -248,6 +262,7 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, sb, d, M, N, K, tiles_m, tiles_n):
 
         st = pipeline_state(0, 0)
         tm, tn = next_tile(0, 0, cluster, tiles_m)
+        tiles_done = 0
         sb_row, sb_row2 = sb_rows(tn)
         sb_cur = sb_chunk(sb_row, 0)
         sb_cur2 = sb_chunk(sb_row2, 0) if BN > SCALE_BLOCK else float32(0.0)
@@ -270,6 +285,11 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, sb, d, M, N, K, tiles_m, tiles_n):
                         sb_nxt2 = sb_chunk(sb_row2, kb - 1 + SB_CHUNK)
                 sb_k = cuda.shfl_sync(FULL_MASK, sb_cur, j)
                 sb_k2 = cuda.shfl_sync(FULL_MASK, sb_cur2, j) if BN > SCALE_BLOCK else float32(0.0)
+                if KSPLIT == 2 and st.stage % 2 != wg - 1:
+                    # the other warpgroup's slot: each waits only on its own (STAGES is even), so that no slot's
+                    # barrier runs two phases past a warpgroup (a parity wait cannot tell phase p from p + 2)
+                    st = advance(st, STAGES)
+                    continue
                 consumer_wait(full, st)
                 if BN <= SCALE_BLOCK and m0 + row_wg >= M:
                     # every row of this warpgroup's lies past M (a small M's bottom half): no mmas to spend the
@@ -326,10 +346,27 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, sb, d, M, N, K, tiles_m, tiles_n):
 
             # the next tile's first chunk of B's scales, in flight during this tile's epilogue
             tm, tn = next_tile(tm, tn, clusters, tiles_m)
+            tiles_done += 1
             sb_row, sb_row2 = sb_rows(tn)
             sb_cur = sb_chunk(sb_row, 0)
             if BN > SCALE_BLOCK:
                 sb_cur2 = sb_chunk(sb_row2, 0)
+
+            if KSPLIT == 2:
+                # ---- the two warpgroups' halves of K meet: warpgroup 2's sums, thread by thread, into warpgroup
+                # 1's through shared memory past the ring (word i * 128 + t: a warp's accesses are 32 consecutive)
+                if wg == 2:
+                    if tiles_done > 1:               # warpgroup 1 has added the last tile's sums
+                        ptx.bar_sync(REDUCE_FREE, 2 * W.WARPGROUP_THREADS)
+                    for i in unroll(N2, llvm=LLVM_LOOPS, nest=8):
+                        smem_f32[reduce_word + i * W.WARPGROUP_THREADS + t] = acc[i]
+                    ptx.bar_arrive(REDUCE_FULL, 2 * W.WARPGROUP_THREADS)
+                    continue                         # warpgroup 1 stores the tile
+                ptx.bar_sync(REDUCE_FULL, 2 * W.WARPGROUP_THREADS)
+                for i in unroll(N2, llvm=LLVM_LOOPS, nest=8):
+                    acc[i] += smem_f32[reduce_word + i * W.WARPGROUP_THREADS + t]
+                if tn < tiles_n:                     # warpgroup 2 writes again after the next tile
+                    ptx.bar_arrive(REDUCE_FREE, 2 * W.WARPGROUP_THREADS)
 
             # ---- epilogue: the warpgroup's 64 x BN of D, bf16 pairs straight from registers, rows < M
             # (columns n0 + 8 j + 2 q and + 1 are the word (n0 + 8 j + 2 q) / 2 of the row's N / 2)
@@ -351,20 +388,21 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, sb, d, M, N, K, tiles_m, tiles_n):
 # ------------------------------------------------------------------------------------------------
 # Configurations and compilation
 # ------------------------------------------------------------------------------------------------
-def kernel_constants(block_n=128, stages=6, cluster=(1, 1), llvm_loops=True) -> dict:
+def kernel_constants(block_n=128, stages=6, cluster=(1, 1), llvm_loops=True, ksplit=1) -> dict:
     """The compile-time constants of one configuration (what ``unrolled`` substitutes). ``llvm_loops``: the
     accumulators' zeroing, promotion and epilogue loops left to LLVM (nested 8 deep, ``unroll(..., nest=8)``)
     instead of expanded statement by statement (False). Offline at 192 wide: 37.9 -> 9.0 s cold, 168 registers, no
     local memory, 1024 instructions against 1072. On the H200 (9b0fab2): the 88 GPU tests and memcheck/racecheck/
     synccheck pass, speed 0.995-1.033x the expanded form's committed ratios to torch (bench/h200_fp8_speed_9b0fab2.json)."""
-    assert block_n in BLOCK_NS and tuple(cluster) in CLUSTERS, (block_n, cluster)
+    assert block_n in BLOCK_NS and tuple(cluster) in CLUSTERS and ksplit in KSPLITS, (block_n, cluster, ksplit)
     cm, cn = cluster
     mma = getattr(ptx, f"wgmma_mma_async_sync_aligned_m64n{block_n}k32_f32_e4m3_e4m3_ss")
     col_mask = sum(1 << (j * cm) for j in range(cn))       # ranks (0, j): the CTAs of rank_m 0's cluster row
     return dict(BN=block_n, N2=W.accumulators(block_n), STAGES=stages, MMA=mma, STAGE_BYTES=stage_bytes(block_n),
                 STAGE_TX=stage_tx(block_n), A_BYTES=A_BYTES, B_BYTES=b_bytes(block_n), SMEM_ALIGN=SMEM_ALIGN,
                 CM=cm, CN=cn, CLUSTER=cm * cn, A_SHARE_BYTES=A_BYTES // cn, B_SHARE_BYTES=b_bytes(block_n) // cm,
-                A_MASK=np.uint16(col_mask), B_MASK=np.uint16((1 << cm) - 1), LLVM_LOOPS=int(bool(llvm_loops)))
+                A_MASK=np.uint16(col_mask), B_MASK=np.uint16((1 << cm) - 1), LLVM_LOOPS=int(bool(llvm_loops)),
+                KSPLIT=ksplit)
 
 
 def make_kernel(**config):

@@ -37,11 +37,11 @@ _E4M3_RULE = "must hold float8 e4m3 (torch.float8_e4m3fn, or its codes in a uint
 # ---------------------------------------------------------------------------------------------
 def check(a=(200, 512), ad="uint8", sa=(200, 4), sas=(1, 200), sad="float32", b=(384, 512), bd="uint8",
           sb=(3, 4), sbd="float32", d=(200, 384), dd="uint16", contiguous=None, addresses=None, stages=6,
-          block_n=128, smem_limit=H200_SMEM, cluster=(1, 1)):
+          block_n=128, smem_limit=H200_SMEM, cluster=(1, 1), split_k=1):
     c = {**dict(A=True, B=True, sb=True, D=True), **(contiguous or {})}
     at = {**dict(A=0x1000, B=0x2000, sa=0x3000, sb=0x4000, D=0x5000), **(addresses or {})}
     return check_fp8_gemm(a, ad, sa, sas, sad, b, bd, sb, sbd, d, dd, contiguous=c, addresses=at, stages=stages,
-                          block_n=block_n, smem_limit=smem_limit, cluster=cluster)
+                          block_n=block_n, smem_limit=smem_limit, cluster=cluster, split_k=split_k)
 
 
 def test_check_accepts_and_reports():
@@ -51,6 +51,10 @@ def test_check_accepts_and_reports():
     assert check(cluster=[2, 2]) == check(cluster=(1, 2)) == (200, 384, 512, 200)
     # M = 1 and one k-block: the strides of the size-1 dimensions do not matter; ld is then M rounded to 4
     assert check(a=(1, 128), sa=(1, 1), sas=(7, 9), b=(128, 128), sb=(1, 1), d=(1, 128), stages=2) == (1, 128, 128, 4)
+
+
+_SPLIT_RULE = ("split_k must be one of (1, 2) (2: both consumer warpgroups on the same 64 rows, each with the "
+               "k-blocks of its slots)")
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -93,6 +97,19 @@ def test_check_accepts_and_reports():
     (dict(stages=7), "fp8_gemm: stages x (stage bytes + 2 barriers) + 1024 alignment slack must fit the 232448 bytes "
                      "of shared memory per block [CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN], got 7 x "
                      "(33792 + 16) + 1024 = 237680 bytes (at most 6 stages fit)"),
+    (dict(split_k=3), f"fp8_gemm: {_SPLIT_RULE}, got 3"),
+    (dict(split_k=True), f"fp8_gemm: {_SPLIT_RULE}, got True"),
+    (dict(a=(64, 512), sa=(64, 4), sas=(1, 64), d=(64, 384), split_k=2, stages=3),
+     "fp8_gemm: split_k 2 needs an even number of stages (each consumer warpgroup owns every other slot: a slot both "
+     "used could pass one of them by two phases, which a parity wait cannot tell apart), got stages = 3"),
+    (dict(split_k=2), "fp8_gemm: split_k 2 gives the tile's two consumer warpgroups the same 64 rows: M must be at "
+                      "most 64, got M = 200"),
+    (dict(a=(64, 512), sa=(64, 4), sas=(1, 64), d=(64, 384), split_k=2, stages=6),
+     "fp8_gemm: stages x (stage bytes + 2 barriers) + 1024 alignment slack + split_k 2's 64 x block_n fp32 sums must "
+     "fit the 232448 bytes of shared memory per block [CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN], got 6 "
+     "x (33792 + 16) + 1024 + 32768 = 236640 bytes (at most 4 stages fit)"),
+    (dict(a=(64, 512), sa=(64, 4), sas=(1, 64), d=(64, 384), split_k=2, block_n=192, stages=2),
+     "fp8_gemm: split_k 2 needs block_n at most 128 (at 192 its reduction makes ptxas spill), got block_n = 192"),
 ])
 def test_check_messages(kwargs, message):
     with pytest.raises(AsyncpipeError) as e:
@@ -163,6 +180,9 @@ def test_stage_budget():
     assert FK.max_stages(128, H200_SMEM) == 6 and FK.block_shared_bytes(128, 6) <= H200_SMEM
     assert FK.stage_bytes(64) == 25 * 1024 and FK.max_stages(64, H200_SMEM) == 8
     assert FK.PRODUCER_REGS * 128 + FK.CONSUMER_REGS * 256 <= FK.REGISTER_FILE
+    # split_k 2 keeps warpgroup 2's 64 x block_n fp32 sums past the ring: 16 KB at 64 wide (8 stages still), 32 KB at 128
+    assert FK.reduce_bytes(64, 2) == 16 * 1024 and FK.max_stages(64, H200_SMEM, 2) == 8
+    assert FK.max_stages(128, H200_SMEM, 2) == 4 and FK.reduce_bytes(128, 1) == 0   # 5 fit; even: 4
 
 
 # ---------------------------------------------------------------------------------------------
@@ -239,11 +259,13 @@ def test_bound_holds_for_the_model(outliers, rng):
 # Offline SASS
 # ---------------------------------------------------------------------------------------------
 @pytest.mark.sass
-@pytest.mark.parametrize("block_n, cluster", [(128, (1, 1)), (64, (1, 1)), (192, (1, 1)), (128, (2, 2))])
-def test_fp8_gemm_sass(block_n, cluster):
+@pytest.mark.parametrize("block_n, cluster, ksplit", [(128, (1, 1), 1), (64, (1, 1), 1), (192, (1, 1), 1),
+                                                     (128, (2, 2), 1), (64, (1, 1), 2), (128, (1, 2), 2)])
+def test_fp8_gemm_sass(block_n, cluster, ksplit):
     from tests.sass import assert_sass
 
-    kernel = FK.make_kernel(block_n=block_n, stages=FK.max_stages(block_n, H200_SMEM), cluster=cluster)
+    kernel = FK.make_kernel(block_n=block_n, stages=FK.max_stages(block_n, H200_SMEM, ksplit), cluster=cluster,
+                            ksplit=ksplit)
     cubin = assert_sass(kernel, FK.kernel_argtypes(), has=("UTMALDG.2D", "USETMAXREG", "QGMMA"),
                         lacks=("CALL", "LDL", "STL"), launch_bounds=FK.LAUNCH_BOUNDS)
     sass, ops = cubin.sass, cubin.opcodes
@@ -261,12 +283,16 @@ def test_fp8_gemm_sass(block_n, cluster):
     if cluster == (1, 1):
         assert loads == ["UTMALDG.2D"] * 3
     else:
-        assert loads == ["UTMALDG.2D"] + ["UTMALDG.2D.MULTICAST"] * 2
+        shared = (cluster[0] > 1) + (cluster[1] > 1)           # B along M, A along N
+        assert loads == ["UTMALDG.2D"] * (3 - shared) + ["UTMALDG.2D.MULTICAST"] * shared
         assert ops.count("SYNCS.ARRIVE.TRANS64.RED.A1T0") >= sum(cluster) - 1
         assert "UCGABAR_ARV" in ops and "UCGABAR_WAIT" in ops
         assert ops.count("MEMBAR.ALL.GPU") == ops.count("UCGABAR_ARV")
-    # the promotion: one FFMA per accumulator (64), the scales' product (2 FMUL), bf16 pairs out
+    # the promotion: one FFMA per accumulator (64), the scales' product (2 FMUL), bf16 pairs out; split_k 2 adds
+    # warpgroup 2's sums (an FADD each) after named barriers (bar.sync / bar.arrive 1 and 2)
     assert ops.count("FFMA") == FK.W.accumulators(block_n)
+    if ksplit == 2:
+        assert ops.count("FADD") >= FK.W.accumulators(block_n) and sum(o.startswith("BAR.ARV") for o in ops) == 2
     assert ops.count("F2FP.BF16.F32.PACK_AB") == FK.W.accumulators(block_n) // 2
     assert re.findall(r"USETMAXREG\.DEALLOC\.CTAPOOL (0x[0-9a-f]+)", sass) == [hex(FK.PRODUCER_REGS)]
     assert re.findall(r"USETMAXREG\.TRY_ALLOC\.CTAPOOL UP\d, (0x[0-9a-f]+)", sass) == [hex(FK.CONSUMER_REGS)]

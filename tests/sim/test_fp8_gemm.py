@@ -104,18 +104,21 @@ def test_quantizer_bit_exact(m, k, rng):
     np.testing.assert_array_equal(sa.copy_to_host(), scales)
 
 
-def broken_kernel(tmp_path, old, new):
-    """``asyncpipe.kernels.fp8_gemm_kernel`` with one line of its kernel changed, run as a module of the
-    package (its relative imports resolve) from a file (``unrolled`` reads the kernel's source)."""
+def broken_kernel(tmp_path, old, new, *more):
+    """``asyncpipe.kernels.fp8_gemm_kernel`` with ``old`` replaced by ``new`` in its source (and each further
+    (old, new) pair of ``more``), run as a module of the package (its relative imports resolve) from a file
+    (``unrolled`` reads the kernel's source)."""
     import types
     from pathlib import Path
 
     from asyncpipe.kernels import fp8_gemm_kernel as FK
 
     src = Path(FK.__file__).read_text()
-    assert old in src
+    for before, after in ((old, new), *more):
+        assert before in src, before
+        src = src.replace(before, after)
     path = tmp_path / "broken_fp8_gemm_kernel.py"
-    path.write_text(src.replace(old, new))
+    path.write_text(src)
     mod = types.ModuleType("asyncpipe.kernels.broken_fp8_gemm_kernel")
     mod.__package__, mod.__file__ = "asyncpipe.kernels", str(path)
     exec(compile(path.read_text(), str(path), "exec"), mod.__dict__)
@@ -125,8 +128,8 @@ def broken_kernel(tmp_path, old, new):
 @pytest.fixture
 def broken(monkeypatch, tmp_path):
     """``fp8_gemm`` compiling a broken copy of the kernel (its jit cache emptied before and after)."""
-    def make(old, new):
-        monkeypatch.setattr(G, "FK", broken_kernel(tmp_path, old, new))
+    def make(old, new, *more):
+        monkeypatch.setattr(G, "FK", broken_kernel(tmp_path, old, new, *more))
         G._jit.cache_clear()
     yield make
     G._jit.cache_clear()
@@ -169,8 +172,39 @@ def test_empty_barrier_counting_only_its_own_consumers_is_caught(broken, rng):
     """An empty barrier that counts only this CTA's consumer warps, while its cluster peer's warps arrive on it
     too, completes a phase early: the producer refills a stage whose scales the consumers still read (seen as the
     copy landing on a word a consumer read, or as a consumer's wait returning for the phase before)."""
-    broken("pipeline_init(full, empty, STAGES, 1, CONSUMER_WARPS * (CM + CN - 1))",
-           "pipeline_init(full, empty, STAGES, 1, CONSUMER_WARPS)")
+    broken("pipeline_init(full, empty, STAGES, 1, CONSUMER_WARPS // KSPLIT * (CM + CN - 1))",
+           "pipeline_init(full, empty, STAGES, 1, CONSUMER_WARPS // KSPLIT)")
     with pytest.raises(sim.SharedMemoryRaceError, match=r"(?s)(cp_async_bulk_tensor_2d_shared_global.*an earlier "
                        r"read by thread|made a read of word 0x[0-9a-f]+, which a copy completing phase \d+ writes)"):
         run(rng, 130, 128, 640, 2, cluster=(2, 1), block_n=128)
+
+
+@pytest.mark.parametrize("m, n, k, block_n", [(5, 200, 640, 64), (64, 256, 384, 128)])
+def test_split_k_halves_of_k_meet(m, n, k, block_n, rng):
+    """split_k 2 (the default at M <= 64): the tile's two consumer warpgroups take the same 64 rows, each the k-blocks
+    of every other slot, and add through shared memory. 5 and 3 k-blocks a tile through 2 slots: the warpgroups'
+    shares alternate from tile to tile. One SM walks every tile (4 and 2), so warpgroup 2 writes its sums again only
+    after warpgroup 1 has read the last ones."""
+    with sim.settings(sms=1, seed=7):
+        got, a, sa, b, sb = run(rng, m, n, k, 2, block_n=block_n, split_k=2)
+    assert np.all(np.abs(got - G.reference(a, sa, b, sb)) <= G.error_bound(a, sa, b, sb))
+
+
+def test_split_k_sums_rewritten_before_they_are_read_is_caught(broken, rng):
+    """Without the named barrier that hands the buffer back, warpgroup 2 writes the next tile's sums over words
+    warpgroup 1 may still be reading: a race on shared memory."""
+    broken("""                    if tiles_done > 1:               # warpgroup 1 has added the last tile's sums
+                        ptx.bar_sync(REDUCE_FREE, 2 * W.WARPGROUP_THREADS)""", "                    pass",
+           ("""                if tn < tiles_n:                     # warpgroup 2 writes again after the next tile
+                    ptx.bar_arrive(REDUCE_FREE, 2 * W.WARPGROUP_THREADS)""", "                pass"))
+    with sim.settings(sms=1, seed=7), pytest.raises(sim.SharedMemoryRaceError, match=r"smem_f32\["):
+        run(rng, 5, 200, 256, 2, block_n=64, split_k=2)
+
+
+def test_split_k_by_k_block_parity_is_caught(broken, rng):
+    """Split by the k-block's parity instead of the slot's: with 5 k-blocks a tile the second tile's even k-blocks
+    sit in odd slots, so a slot serves both warpgroups and its barrier can pass one of them by two phases, where a
+    parity wait returns for the wrong phase (the simulator's parity check sees the timing dependence)."""
+    broken("if KSPLIT == 2 and st.stage % 2 != wg - 1:", "if KSPLIT == 2 and kb % 2 != wg - 1:")
+    with sim.settings(sms=1, seed=7), pytest.raises(sim.MbarrierParityError):
+        run(rng, 5, 200, 640, 2, block_n=64, split_k=2)
