@@ -28,6 +28,16 @@ products only (4 wgmma of 32), then goes into a true fp32 accumulator, scaled: t
 that of one 128-long block. Waiting for every k-block's mmas (wait_group 0) idles this warpgroup's share of
 the tensor core during its promotion; the other consumer warpgroup's mmas fill it (DeepGEMM's schedule).
 
+**Small M: KSPLIT 2.** With M <= 64 one warpgroup of a 128-row tile has no rows, and the other runs the
+whole k-loop alone: each k-block's wgmmas, their wait and the promotion one after the other, with nothing to
+fill the gaps. With KSPLIT 2 both warpgroups take the tile's first 64 rows, warpgroup 1 the k-blocks that land in
+the even ring slots and warpgroup 2 those in the odd ones (STAGES even, so that each slot has one owner: a slot
+shared by both could run two phases past one of them, and a parity wait cannot tell phase p from p + 2), and
+each releases only its own slots (the empty barriers count 4 warps, not 8). After the k-loop warpgroup 2 writes
+its sums to shared memory past the ring (64 x BN fp32, word i * 128 + t) and arrives on named barrier 1;
+warpgroup 1 waits there, adds them and stores the tile, then arrives on named barrier 2, which warpgroup 2 waits
+on before it writes the next tile's.
+
 **Clusters** (DeepGEMM's TMA multicast). With 128 x 128 tiles every CTA reads 32 KB from L2 per k-block, and
 ncu on the H200 found the kernel waiting on L2 (6.2 TB/s, tensor pipe idle half the time). The CM CTAs of a
 cluster column compute adjacent M tiles with the same B tile, the CN CTAs of a cluster row adjacent N tiles with
