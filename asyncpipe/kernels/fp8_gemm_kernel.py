@@ -96,11 +96,11 @@ BARRIER_BYTES = 8
 MIN_STAGES, MAX_STAGES = 2, 8
 SB_CHUNK = 32                       # B's scales a warp holds at once: one per lane (and k-block)
 FULL_MASK = 0xFFFFFFFF
-CLUSTERS = ((1, 1), (2, 1), (1, 2), (2, 2))
+CLUSTERS = ((1, 1), (2, 1), (1, 2), (2, 2))  # (CM, CN): CTAs of a cluster along M (sharing B) and N (sharing A)
 KSPLITS = (1, 2)                    # 2: both consumer warpgroups take the same 64 rows, the k-blocks of the even
                                     # and of the odd slots (M <= 64, STAGES even)
 KSPLIT_MAX_BLOCK_N = 128            # at 192 wide KSPLIT 2's reduction makes ptxas spill
-REDUCE_FULL, REDUCE_FREE = 1, 2     # KSPLIT 2's named barriers: warpgroup 2's sums written / read (0: syncthreads)   # (CM, CN): CTAs of a cluster along M (sharing B) and N (sharing A)
+REDUCE_FULL, REDUCE_FREE = 1, 2     # KSPLIT 2's named barriers: warpgroup 2's sums written / read (0: syncthreads)
 N_MULTIPLE = 8                      # D's rows: whole 16-byte lines of bf16 (the stores write bf16 pairs)
 K_MULTIPLE = 16                     # A's and B's rows: TMA's 16-byte global stride rule (e4m3: 1 byte)
 
