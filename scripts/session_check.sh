@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 source scripts/gpu_env.sh || exit 1
 nvidia-smi -L
 if [ -n "${BEFORE:-}" ]; then
-  timeout "${AB_LIMIT:-150}" python3 scripts/fp8_ab.py --before "$BEFORE" --rounds "${ROUNDS:-3}" --json "$OUT/fp8_ab.json" \
+  timeout "${AB_LIMIT:-150}" python3 scripts/fp8_ab.py --before "$BEFORE" --slices --rounds "${ROUNDS:-3}" --json "$OUT/fp8_ab.json" \
     > "$OUT/fp8_ab.log" 2>&1
 fi
 ASYNCPIPE_DEBUG=1 ASYNCPIPE_DEBUG_TIMEOUT=3 timeout "${TEST_LIMIT:-250}" python3 scripts/run_isolated.py -j "${JOBS:-12}" \

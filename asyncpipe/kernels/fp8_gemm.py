@@ -49,7 +49,7 @@ SCALE_ITEM = 4
 
 def check_fp8_gemm(a_shape, a_dtype, sa_shape, sa_strides, sa_dtype, b_shape, b_dtype, sb_shape, sb_dtype,
                    d_shape, d_dtype, *, contiguous, addresses, stages, block_n, smem_limit, cluster=(1, 1),
-                   split_k=1):
+                   split_k=1, k_slices=1):
     """Every rule of ``fp8_gemm``'s inputs, with no GPU: shapes as tuples, dtypes as names ("float8_e4m3fn",
     "bfloat16" for torch tensors), ``sa_strides`` in elements, ``contiguous`` a dict name -> bool for A, B, sb
     and D, ``addresses`` name -> device address. Returns ``(M, N, K, ld)`` (``ld``: sa's K-block stride)."""
@@ -106,12 +106,19 @@ def check_fp8_gemm(a_shape, a_dtype, sa_shape, sa_strides, sa_dtype, b_shape, b_
     check(split_k == 1 or block_n <= FK.KSPLIT_MAX_BLOCK_N, API,
           f"split_k 2 needs block_n at most {FK.KSPLIT_MAX_BLOCK_N} (at 192 its reduction makes ptxas spill)",
           f"block_n = {block_n}")
+    check(isinstance(k_slices, (int, np.integer)) and not isinstance(k_slices, bool) and
+          1 <= k_slices <= FK.MAX_KSLICES, API,
+          f"k_slices must be an integer in 1..{FK.MAX_KSLICES} (the K slices of a tile, each a unit of the persistent "
+          "walk)", repr(k_slices))
+    check(k_slices <= kb, API, "k_slices must be at most ceil(K/128), the k-blocks (every slice takes at least one)",
+          f"k_slices = {k_slices} for K = {K} ({kb} k-blocks)")
     need = FK.block_shared_bytes(block_n, stages, split_k)
     reduce = FK.reduce_bytes(block_n, split_k)
     check(need <= smem_limit, API,
-          f"stages x (stage bytes + 2 barriers) + {FK.SMEM_ALIGN} alignment slack" + (" + split_k 2's 64 x block_n "
-          "fp32 sums" if reduce else "") + f" must fit the {smem_limit} bytes of shared memory per block",
-          f"{stages} x ({FK.stage_bytes(block_n)} + {2 * FK.BARRIER_BYTES}) + {FK.SMEM_ALIGN}"
+          f"stages x (stage bytes + 2 barriers) + {FK.SMEM_ALIGN} alignment slack + {FK.SLICES_IN_BYTES} (k_slices' "
+          "count)" + (" + split_k 2's 64 x block_n fp32 sums" if reduce else "") +
+          f" must fit the {smem_limit} bytes of shared memory per block",
+          f"{stages} x ({FK.stage_bytes(block_n)} + {2 * FK.BARRIER_BYTES}) + {FK.SMEM_ALIGN} + {FK.SLICES_IN_BYTES}"
           + (f" + {reduce}" if reduce else "") + f" = {need} bytes (at most "
           f"{FK.max_stages(block_n, smem_limit, split_k)} stages fit)",
           "CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN")
@@ -177,7 +184,24 @@ def choose_cluster(m: int, n: int, block_n: int, sm_count: int) -> tuple:
     return (2, 1) if block_n == 128 else (1, 1)
 
 
-def fp8_gemm(a, sa, b, sb, out=None, *, stages=None, block_n=None, cluster=None, split_k=None, stream=0):
+MIN_SLICE_K_BLOCKS = 4      # k_slices' default gives each slice at least this many k-blocks (the ring's fill and the
+                            # slices' sums cost about one tile's worth of k-blocks)
+
+
+def choose_k_slices(m: int, n: int, k: int, block_n: int, cluster: tuple, sm_count: int) -> int:
+    """The K slices ``fp8_gemm`` takes by default: as many as keep every SM busy where the tiles are fewer than half
+    the SMs (64 x 2112 x 7168: 33 tiles of 64 wide, 4 slices), each of at least ``MIN_SLICE_K_BLOCKS`` k-blocks;
+    1 otherwise (the slices' sums are traffic and work that only idle SMs make worth paying)."""
+    cm, cn = cluster
+    cluster_tiles = math.ceil(m / (FK.BM * cm)) * math.ceil(n / (block_n * cn))
+    slots = sm_count // (cm * cn)
+    if 2 * cluster_tiles > slots:
+        return 1
+    return max(1, min(FK.MAX_KSLICES, slots // cluster_tiles, k_blocks(k) // MIN_SLICE_K_BLOCKS))
+
+
+def fp8_gemm(a, sa, b, sb, out=None, *, stages=None, block_n=None, cluster=None, split_k=None, k_slices=None,
+             stream=0):
     """D = (A * sa) (B * sb)^T in bf16 (see the module doc); returns ``out``. ``block_n``: the tile's width, one of
     ``fp8_gemm_kernel.BLOCK_NS``, by default ``choose_block_n``'s. ``stages``: ring depth, by default the most
     that fit (``fp8_gemm_kernel.max_stages``: 6 at 128 wide on the H200, 8 at 64). ``cluster``: (CM, CN), one of
@@ -185,7 +209,10 @@ def fp8_gemm(a, sa, b, sb, out=None, *, stages=None, block_n=None, cluster=None,
     loading its share and multicasting it (TMA multicast: less L2 traffic); by default ``choose_cluster``'s.
     ``split_k``: 2 gives a tile's two consumer warpgroups the same 64 rows, each the k-blocks of every other ring
     slot, summed at the end through shared memory (M <= 64, block_n <= 128, stages even); by default 2 where it
-    may be."""
+    may be. ``k_slices``: S splits each tile's k-blocks into S units that different CTAs run, the last to finish
+    adding the others' fp32 sums (through a workspace the plan keeps: launches of one plan must not overlap, which
+    launches on one stream never do); by default ``choose_k_slices``'. The result does not depend on S's schedule:
+    the slices are always added in the same order."""
     if out is None:
         aa, _ = _view("A", a)
         ba, _ = _view("B", b)
@@ -198,8 +225,8 @@ def fp8_gemm(a, sa, b, sb, out=None, *, stages=None, block_n=None, cluster=None,
         else:
             out = cuda.device_array((m, n), np.uint16, stream=stream or 0)
     key = (array_key(a), array_key(sa), array_key(b), array_key(sb), array_key(out),
-           *option_key(stages, block_n, cluster, split_k), id(stream) if stream else 0)
-    run_plan(_plans, key, lambda: _plan(a, sa, b, sb, out, stages, block_n, cluster, split_k, stream))
+           *option_key(stages, block_n, cluster, split_k, k_slices), id(stream) if stream else 0)
+    run_plan(_plans, key, lambda: _plan(a, sa, b, sb, out, stages, block_n, cluster, split_k, k_slices, stream))
     return out
 
 
@@ -207,12 +234,19 @@ _plans = PlanCache()
 
 
 @functools.lru_cache(maxsize=None)
-def _jit(block_n, stages, cluster, split_k=1):
-    return jit(FK.make_kernel(block_n=block_n, stages=stages, cluster=cluster, ksplit=split_k),
+def _jit(block_n, stages, cluster, split_k=1, k_slices=1):
+    return jit(FK.make_kernel(block_n=block_n, stages=stages, cluster=cluster, ksplit=split_k, k_slices=k_slices),
                launch_bounds=FK.LAUNCH_BOUNDS)
 
 
-def _plan(a, sa, b, sb, out, stages, block_n, cluster, split_k, stream):
+def slice_workspace(cta_tiles: int, block_n: int, k_slices: int, split_k: int) -> tuple:
+    """k_slices' fp32 workspace and one int32 counter per CTA tile, zero (every launch leaves them zero): a plan's
+    own (one word each without k_slices)."""
+    ws = cuda.device_array(FK.workspace_words(cta_tiles, block_n, k_slices, split_k), np.float32)
+    return ws, cuda.to_device(np.zeros(cta_tiles if k_slices > 1 else 1, np.int32))
+
+
+def _plan(a, sa, b, sb, out, stages, block_n, cluster, split_k, k_slices, stream):
     """Every check, the tensor maps, the grid and the marshalled launch of one problem."""
     from ..host import device_info
     from ..host.launch import prepare_launch
@@ -229,13 +263,16 @@ def _plan(a, sa, b, sb, out, stages, block_n, cluster, split_k, stream):
     if split_k is None and len(aa.shape) == 2:
         split_k = 2 if aa.shape[0] <= FK.WGMMA_ROWS and block_n <= FK.KSPLIT_MAX_BLOCK_N else 1
     stages = FK.max_stages(block_n, info.max_shared_per_block_optin, split_k) if stages is None else stages
+    if k_slices is None and len(aa.shape) == 2 and len(ba.shape) == 2 and _is_pair(cluster):
+        k_slices = choose_k_slices(aa.shape[0], ba.shape[0], aa.shape[1], block_n, tuple(cluster), info.sm_count)
     arrays = {"A": aa, "B": ba, "sb": sba, "D": da}
     M, N, K, ld = check_fp8_gemm(
         tuple(aa.shape), at, tuple(saa.shape), _strides(saa), sat,
         tuple(ba.shape), bt, tuple(sba.shape), sbt, tuple(da.shape), dt,
         contiguous={k: v.is_c_contiguous() for k, v in arrays.items()},
         addresses={"sa": _address(saa), **{k: _address(v) for k, v in arrays.items()}},
-        stages=stages, block_n=block_n, smem_limit=info.max_shared_per_block_optin, cluster=cluster, split_k=split_k)
+        stages=stages, block_n=block_n, smem_limit=info.max_shared_per_block_optin, cluster=cluster, split_k=split_k,
+        k_slices=1 if k_slices is None else k_slices)
     cm, cn = (int(v) for v in cluster)
     kb = k_blocks(K)
     # A's scales as TMA sees them: the K-block-major KB x M view (row pitch ld), one box = 128 rows' scales
@@ -246,14 +283,17 @@ def _plan(a, sa, b, sb, out, stages, block_n, cluster, split_k, stream):
     tma_sa = cached_tensor_map(sa_t, (1, FK.BM), dtype="float32")
     # cluster tiles (CM * 128) x (CN * block_n); persistent: at most one cluster per CLUSTER SMs
     tiles_m, tiles_n = math.ceil(M / (FK.BM * cm)), math.ceil(N / (block_n * cn))
-    clusters = max(1, min(tiles_m * tiles_n, info.sm_count // (cm * cn)))
+    k_slices = int(k_slices or 1)
+    clusters = max(1, min(tiles_m * tiles_n * k_slices, info.sm_count // (cm * cn)))
     words = da.reshape(M * N).view(np.uint32)
-    kernel = _jit(block_n, int(stages), (cm, cn), split_k)
-    return prepare_launch(kernel, clusters * cm * cn, FK.THREADS, tma_a, tma_b, tma_sa, sba.reshape(sba.size), words, np.int32(M),
+    ws, counters = slice_workspace(tiles_m * cm * tiles_n * cn, block_n, k_slices, split_k)
+    kernel = _jit(block_n, int(stages), (cm, cn), split_k, k_slices)
+    return prepare_launch(kernel, clusters * cm * cn, FK.THREADS, tma_a, tma_b, tma_sa, sba.reshape(sba.size), words,
+                          ws, counters, np.int32(M),
                           np.int32(N), np.int32(K), np.int32(tiles_m), np.int32(tiles_n),
                           cluster=cm * cn if cm * cn > 1 else None,
                           shared_mem=FK.shared_bytes(block_n, int(stages), split_k),
-                          stream=stream, keep=(tma_a, tma_b, tma_sa))
+                          stream=stream, keep=(tma_a, tma_b, tma_sa, ws, counters))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -403,5 +443,5 @@ def _scaled_mm_tflops(a, b, reps) -> dict:
     return out
 
 
-__all__ = ["API", "fp8_gemm", "choose_block_n", "choose_cluster", "wave_efficiency", "TILE_SPEED", "check_fp8_gemm", "reference", "error_bound", "benchmark", "quantize_b_reference",
+__all__ = ["API", "fp8_gemm", "choose_block_n", "choose_cluster", "choose_k_slices", "wave_efficiency", "TILE_SPEED", "check_fp8_gemm", "reference", "error_bound", "benchmark", "quantize_b_reference",
            "dequantize_b_reference", "random_operands", "to_device_scales"]

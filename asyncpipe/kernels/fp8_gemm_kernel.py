@@ -21,6 +21,7 @@ per 128 x 128 block (``sb``, ceil(N/128) x ceil(K/128), row-major). The host sid
           acc += acc_blk * (sa[row, kb] * sb_k)            the promotion, in fp32 registers (FFMA); a 192-wide
                                                            tile takes each column's block's scale
           after the last k-block: D = bf16(acc), stored straight from registers, predicated on row < M
+          (with K slices: the sums into the workspace, and the tile's last slice adds them and stores D)
 
 **Why promote every 128 of K.** The tensor core's FP8 accumulation keeps fewer bits than fp32 (about 13-14
 measured by DeepSeek); summed over all of K the error would grow with K. Each k-block's sum covers 128
@@ -37,6 +38,14 @@ each releases only its own slots (the empty barriers count 4 warps, not 8). Afte
 its sums to shared memory past the ring (64 x BN fp32, word i * 128 + t) and arrives on named barrier 1;
 warpgroup 1 waits there, adds them and stores the tile, then arrives on named barrier 2, which warpgroup 2 waits
 on before it writes the next tile's.
+
+**Few tiles: K slices.** At 64 x 2112 x 7168 the 64-wide tiles are 33, a quarter of the H200's SMs, each walking
+all 56 k-blocks: the GPU idles while B's 15 MB could stream in a fifth of the time. With KSLICES S the persistent walk
+runs over S units per tile (M fastest, then the slice, then N), slice s taking k-blocks [s kb / S, (s + 1) kb / S).
+After its k-loop a unit's holders of sums write them to an fp32 workspace (the tile's slot s), fence, and one thread
+adds 1 to the tile's counter; the unit that finds S - 1 there is the last: it fences, adds the S slots in the order
+0 .. S - 1 (its own too, from the workspace: with the registers' copy beside the sums ptxas spilled at 192 wide), so
+the result does not depend on which unit came last, stores the tile and sets the counter back to 0. No unit waits for another: nothing can hang, however the CTAs are scheduled.
 
 **Clusters** (DeepGEMM's TMA multicast). With 128 x 128 tiles every CTA reads 32 KB from L2 per k-block, and
 ncu on the H200 found the kernel waiting on L2 (6.2 TB/s, tensor pipe idle half the time). The CM CTAs of a
@@ -62,7 +71,7 @@ within the consumers' 232. Launch bounds (384, 1): 168 at launch; 128 x 40 + 256
 from __future__ import annotations
 
 import numpy as np
-from numba import cuda, float32, uint8, uint16, uint64
+from numba import cuda, float32, int32, uint8, uint16, uint64
 
 from .. import ptx
 from ..constants import BULK_SMEM_ALIGN_TENSOR
@@ -101,6 +110,9 @@ KSPLITS = (1, 2)                    # 2: both consumer warpgroups take the same 
                                     # and of the odd slots (M <= 64, STAGES even)
 KSPLIT_MAX_BLOCK_N = 128            # at 192 wide KSPLIT 2's reduction makes ptxas spill
 REDUCE_FULL, REDUCE_FREE = 1, 2     # KSPLIT 2's named barriers: warpgroup 2's sums written / read (0: syncthreads)
+SLICE_SYNC = 3                      # k_slices' named barrier: the holders of a tile's sums
+MAX_KSLICES = 16                    # K slices of a tile (each a unit of the persistent walk): at most
+SLICES_IN_BYTES = 8                 # k_slices' static shared word (the count a slice found), as numba pads it
 N_MULTIPLE = 8                      # D's rows: whole 16-byte lines of bf16 (the stores write bf16 pairs)
 K_MULTIPLE = 16                     # A's and B's rows: TMA's 16-byte global stride rule (e4m3: 1 byte)
 
@@ -136,39 +148,51 @@ def shared_bytes(block_n: int, stages: int, ksplit: int = 1) -> int:
 
 
 def block_shared_bytes(block_n: int, stages: int, ksplit: int = 1) -> int:
-    """Dynamic plus the static full/empty barriers."""
-    return shared_bytes(block_n, stages, ksplit) + 2 * stages * BARRIER_BYTES
+    """Dynamic plus the static: the full/empty barriers and k_slices' word."""
+    return shared_bytes(block_n, stages, ksplit) + 2 * stages * BARRIER_BYTES + SLICES_IN_BYTES
 
 
 def max_stages(block_n: int, smem_limit: int, ksplit: int = 1) -> int:
     """The most stages that fit; with KSPLIT 2 an even number (each consumer warpgroup owns every other slot)."""
-    fit = min(MAX_STAGES, (smem_limit - SMEM_ALIGN - reduce_bytes(block_n, ksplit))
+    fit = min(MAX_STAGES, (smem_limit - SMEM_ALIGN - SLICES_IN_BYTES - reduce_bytes(block_n, ksplit))
               // (stage_bytes(block_n) + 2 * BARRIER_BYTES))
     return fit - fit % ksplit
 
 
 # ------------------------------------------------------------------------------------------------
 # The kernel. Compile-time constants (unrolled): BN, N2 (BN / 2 accumulators), STAGES, MMA (the e4m3 wgmma of
-# N = BN), STAGE_BYTES, STAGE_TX, A_BYTES, B_BYTES.
+# N = BN), STAGE_BYTES, STAGE_TX, A_BYTES, B_BYTES, CM, CN, KSPLIT, KSLICES, HOLDERS (``kernel_constants``).
 # Arguments: tensor maps of A (M x K e4m3 as uint8), B (N x K) and the scales of A (ceil(K/128) x M fp32
-# view); sb flat (ceil(N/128) x k_blocks); d: D's bf16 pairs as uint32, flat M x N / 2.
+# view); sb flat (ceil(N/128) x k_blocks); d: D's bf16 pairs as uint32, flat M x N / 2; ws and counters:
+# k_slices' workspace (``workspace_words``) and one counter per CTA tile, zero before the launch and after it.
 # ------------------------------------------------------------------------------------------------
 @cuda.jit(device=True, inline="always")
-def next_tile(tile_m, tile_n, step, tiles_m):
-    """The tile ``step`` after (tile_m, tile_n) in M-fastest order, by subtraction: a division by the run-time
-    tiles_m would be a 64-bit division (a CALL) in the persistent loop."""
+def next_unit(tile_m, k_slice, tile_n, step, tiles_m, slices):
+    """The unit ``step`` after (tile_m, k_slice, tile_n): M fastest, then the K slice, then N (a tile's slices run
+    in the same wave, so its last one waits little for the others' sums). By subtraction: a division by the
+    run-time tiles_m would be a 64-bit division (a CALL) in the persistent loop."""
     tile_m += step
     while tile_m >= tiles_m:
         tile_m -= tiles_m
-        tile_n += 1
-    return tile_m, tile_n
+        k_slice += 1
+        if k_slice == slices:
+            k_slice = 0
+            tile_n += 1
+    return tile_m, k_slice, tile_n
 
 
-def fp8_gemm_kernel(tma_a, tma_b, tma_sa, sb, d, M, N, K, tiles_m, tiles_n):
+@cuda.jit(device=True, inline="always")
+def slice_k_blocks(k_slice, k_blocks, slices):
+    """K slice ``k_slice``'s k-blocks [lo, hi) of ``slices``: every one at least one k-block (slices <= k_blocks)."""
+    return k_slice * k_blocks // slices, (k_slice + 1) * k_blocks // slices
+
+
+def fp8_gemm_kernel(tma_a, tma_b, tma_sa, sb, d, ws, counters, M, N, K, tiles_m, tiles_n):
     smem = cuda.shared.array(0, uint8)               # STAGES x (A | B | sa), aligned below
     smem_f32 = cuda.shared.array(0, float32)         # the same dynamic shared memory, as fp32 (the scales)
     full = cuda.shared.array(STAGES, uint64)
     empty = cuda.shared.array(STAGES, uint64)
+    slices_in = cuda.shared.array(1, int32)          # k_slices: the K slices of the tile counted before this one
     tid = cuda.threadIdx.x
     wg = tid // 128                                  # warpgroup: 0 producer, 1..2 consumers
     base = ptx.cvta_to_shared_u32(ptx.addr(smem, 0))
@@ -216,11 +240,12 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, sb, d, M, N, K, tiles_m, tiles_n):
             ptx.fence_proxy_tensormap_generic_acquire_sys(ptx.addr(tma_b, 0))
             ptx.fence_proxy_tensormap_generic_acquire_sys(ptx.addr(tma_sa, 0))
             st = pipeline_state(0, 0)
-            tm, tn = next_tile(0, 0, cluster, tiles_m)
+            tm, ks, tn = next_unit(0, 0, 0, cluster, tiles_m, KSLICES)
             while tn < tiles_n:
                 m0 = (tm * CM + rank_m) * BM
                 n0 = (tn * CN + rank_n) * BN
-                for kb in range(k_blocks):
+                kb_lo, kb_hi = slice_k_blocks(ks, k_blocks, KSLICES)
+                for kb in range(kb_lo, kb_hi):
                     producer_acquire(empty, st)                      # free in every CTA this one writes into
                     producer_commit(full, st, STAGE_TX)              # A + B + sa of this k-block, from all
                     a_off = pad + st.stage * STAGE_BYTES
@@ -242,7 +267,7 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, sb, d, M, N, K, tiles_m, tiles_n):
                     ptx.cp_async_bulk_tensor_2d_shared_global(ptx.addr(smem, a_off + A_BYTES + B_BYTES),
                                                               ptx.addr(tma_sa, 0), m0, kb, bar)
                     st = advance(st, STAGES)
-                tm, tn = next_tile(tm, tn, clusters, tiles_m)
+                tm, ks, tn = next_unit(tm, ks, tn, clusters, tiles_m, KSLICES)
     else:
         # ---- consumer warpgroups: take the registers, multiply, promote, store -------------------
         ptx.setmaxnreg_inc_sync_aligned_u32(CONSUMER_REGS)
@@ -271,25 +296,28 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, sb, d, M, N, K, tiles_m, tiles_n):
             return sb[row + first + lane] if first + lane < k_blocks else float32(0.0)
 
         st = pipeline_state(0, 0)
-        tm, tn = next_tile(0, 0, cluster, tiles_m)
+        tm, ks, tn = next_unit(0, 0, 0, cluster, tiles_m, KSLICES)
         tiles_done = 0
+        kb_lo, kb_hi = slice_k_blocks(ks, k_blocks, KSLICES)
         sb_row, sb_row2 = sb_rows(tn)
-        sb_cur = sb_chunk(sb_row, 0)
-        sb_cur2 = sb_chunk(sb_row2, 0) if BN > SCALE_BLOCK else float32(0.0)
+        sb_cur = sb_chunk(sb_row, kb_lo)
+        sb_cur2 = sb_chunk(sb_row2, kb_lo) if BN > SCALE_BLOCK else float32(0.0)
         while tn < tiles_n:
             m0 = (tm * CM + rank_m) * BM
             n0 = (tn * CN + rank_n) * BN
+            cta_tile = (tn * CN + rank_n) * (tiles_m * CM) + tm * CM + rank_m   # this CTA's tile: its K slices' counter
+            k_slice = ks
             split = SCALE_BLOCK - n0 % SCALE_BLOCK
             sb_nxt = float32(0.0)
             sb_nxt2 = float32(0.0)
             for i in unroll(N2, llvm=LLVM_LOOPS, nest=8):
                 acc[i] = float32(0.0)
-            for kb in range(k_blocks):
-                j = kb % SB_CHUNK
-                if j == 0 and kb > 0:                # the chunk asked for 31 k-blocks ago
+            for kb in range(kb_lo, kb_hi):
+                j = (kb - kb_lo) % SB_CHUNK           # chunks start at the slice's first k-block
+                if j == 0 and kb > kb_lo:            # the chunk asked for 31 k-blocks ago
                     sb_cur = sb_nxt
                     sb_cur2 = sb_nxt2
-                if j == 1 and kb - 1 + SB_CHUNK < k_blocks:
+                if j == 1 and kb - 1 + SB_CHUNK < kb_hi:
                     sb_nxt = sb_chunk(sb_row, kb - 1 + SB_CHUNK)
                     if BN > SCALE_BLOCK:
                         sb_nxt2 = sb_chunk(sb_row2, kb - 1 + SB_CHUNK)
@@ -354,13 +382,14 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, sb, d, M, N, K, tiles_m, tiles_n):
                         else:
                             acc[i] += acc_blk[i] * t0
 
-            # the next tile's first chunk of B's scales, in flight during this tile's epilogue
-            tm, tn = next_tile(tm, tn, clusters, tiles_m)
+            # the next unit's first chunk of B's scales, in flight during this tile's epilogue
+            tm, ks, tn = next_unit(tm, ks, tn, clusters, tiles_m, KSLICES)
             tiles_done += 1
+            kb_lo, kb_hi = slice_k_blocks(ks, k_blocks, KSLICES)
             sb_row, sb_row2 = sb_rows(tn)
-            sb_cur = sb_chunk(sb_row, 0)
+            sb_cur = sb_chunk(sb_row, kb_lo)
             if BN > SCALE_BLOCK:
-                sb_cur2 = sb_chunk(sb_row2, 0)
+                sb_cur2 = sb_chunk(sb_row2, kb_lo)
 
             if KSPLIT == 2:
                 # ---- the two warpgroups' halves of K meet: warpgroup 2's sums, thread by thread, into warpgroup
@@ -377,6 +406,36 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, sb, d, M, N, K, tiles_m, tiles_n):
                     acc[i] += smem_f32[reduce_word + i * W.WARPGROUP_THREADS + t]
                 if tn < tiles_n:                     # warpgroup 2 writes again after the next tile
                     ptx.bar_arrive(REDUCE_FREE, 2 * W.WARPGROUP_THREADS)
+
+            if KSLICES > 1:
+                # ---- the tile's K slices meet (k_slices): every holder of sums (both consumer warpgroups, or
+                # warpgroup 1 after KSPLIT 2's reduction) writes them to the workspace, slot k_slice of the tile,
+                # word i * HOLDERS + h (a warp's stores are 32 consecutive words); then one thread counts the slice
+                # in the tile's counter. The last of the KSLICES to count adds every slot in the order 0, 1, ..
+                # (its own too), so D does not depend on which came last, stores the tile and resets the counter
+                # for the next launch. No CTA waits on another: nothing can hang.
+                h = tid - W.WARPGROUP_THREADS if KSPLIT == 1 else t
+                live = m0 + row_wg < M               # a warpgroup wholly past M writes and reads nothing
+                slot0 = cta_tile * KSLICES * N2 * HOLDERS + h
+                if live:
+                    for i in unroll(N2, llvm=LLVM_LOOPS, nest=8):
+                        ws[slot0 + (k_slice * N2 + i) * HOLDERS] = acc[i]
+                cuda.threadfence()                   # the sums reach the GPU before the count does
+                ptx.bar_sync(SLICE_SYNC, HOLDERS)
+                if h == 0:
+                    slices_in[0] = cuda.atomic.add(counters, cta_tile, 1)
+                ptx.bar_sync(SLICE_SYNC, HOLDERS)
+                if slices_in[0] != KSLICES - 1:
+                    continue                         # another slice of the tile comes later and stores it
+                cuda.threadfence()                   # every other slice's sums are visible to this one's loads
+                if h == 0:
+                    counters[cta_tile] = 0
+                if live:
+                    for i in unroll(N2, llvm=LLVM_LOOPS, nest=8):
+                        acc[i] = ws[slot0 + i * HOLDERS]
+                    for s in range(1, KSLICES):
+                        for i in unroll(N2, llvm=LLVM_LOOPS, nest=8):
+                            acc[i] += ws[slot0 + (s * N2 + i) * HOLDERS]
 
             # ---- epilogue: the warpgroup's 64 x BN of D, bf16 pairs straight from registers, rows < M
             # (columns n0 + 8 j + 2 q and + 1 are the word (n0 + 8 j + 2 q) / 2 of the row's N / 2)
@@ -398,13 +457,25 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, sb, d, M, N, K, tiles_m, tiles_n):
 # ------------------------------------------------------------------------------------------------
 # Configurations and compilation
 # ------------------------------------------------------------------------------------------------
-def kernel_constants(block_n=128, stages=6, cluster=(1, 1), llvm_loops=True, ksplit=1) -> dict:
+def holders(ksplit: int = 1) -> int:
+    """Threads that hold a tile's sums after the k-loop: both consumer warpgroups, or with KSPLIT 2 the first."""
+    return CONSUMERS * W.WARPGROUP_THREADS // ksplit
+
+
+def workspace_words(cta_tiles: int, block_n: int, k_slices: int, ksplit: int = 1) -> int:
+    """k_slices' fp32 workspace: each CTA tile's K slices' sums as their holders keep them, word
+    (slice * N2 + i) * HOLDERS + h of the tile's part (one word, unused, without k_slices)."""
+    return cta_tiles * k_slices * W.accumulators(block_n) * holders(ksplit) if k_slices > 1 else 1
+
+
+def kernel_constants(block_n=128, stages=6, cluster=(1, 1), llvm_loops=True, ksplit=1, k_slices=1) -> dict:
     """The compile-time constants of one configuration (what ``unrolled`` substitutes). ``llvm_loops``: the
     accumulators' zeroing, promotion and epilogue loops left to LLVM (nested 8 deep, ``unroll(..., nest=8)``)
     instead of expanded statement by statement (False). Offline at 192 wide: 37.9 -> 9.0 s cold, 168 registers, no
     local memory, 1024 instructions against 1072. On the H200 (9b0fab2): the 88 GPU tests and memcheck/racecheck/
     synccheck pass, speed 0.995-1.033x the expanded form's committed ratios to torch (bench/h200_fp8_speed_9b0fab2.json)."""
     assert block_n in BLOCK_NS and tuple(cluster) in CLUSTERS and ksplit in KSPLITS, (block_n, cluster, ksplit)
+    assert 1 <= k_slices <= MAX_KSLICES, k_slices
     cm, cn = cluster
     mma = getattr(ptx, f"wgmma_mma_async_sync_aligned_m64n{block_n}k32_f32_e4m3_e4m3_ss")
     col_mask = sum(1 << (j * cm) for j in range(cn))       # ranks (0, j): the CTAs of rank_m 0's cluster row
@@ -412,7 +483,7 @@ def kernel_constants(block_n=128, stages=6, cluster=(1, 1), llvm_loops=True, ksp
                 STAGE_TX=stage_tx(block_n), A_BYTES=A_BYTES, B_BYTES=b_bytes(block_n), SMEM_ALIGN=SMEM_ALIGN,
                 CM=cm, CN=cn, CLUSTER=cm * cn, A_SHARE_BYTES=A_BYTES // cn, B_SHARE_BYTES=b_bytes(block_n) // cm,
                 A_MASK=np.uint16(col_mask), B_MASK=np.uint16((1 << cm) - 1), LLVM_LOOPS=int(bool(llvm_loops)),
-                KSPLIT=ksplit)
+                KSPLIT=ksplit, KSLICES=k_slices, HOLDERS=holders(ksplit))
 
 
 def make_kernel(**config):
@@ -422,14 +493,14 @@ def make_kernel(**config):
 
 def kernel_argtypes():
     """numba argument types: three tensor maps (A, B, A's scales), sb (float32, flat), D (uint32 bf16 pairs,
-    flat), M, N, K, tiles_m, tiles_n."""
+    flat), k_slices' workspace (float32) and counters (int32, one per CTA tile), M, N, K, tiles_m, tiles_n."""
     from numba import types
 
     from ..ptx.tensor_map_type import tensormap
 
-    return (tensormap, tensormap, tensormap, types.float32[::1], types.uint32[::1], types.int32, types.int32,
-            types.int32, types.int32, types.int32)
+    return (tensormap, tensormap, tensormap, types.float32[::1], types.uint32[::1], types.float32[::1],
+            types.int32[::1], types.int32, types.int32, types.int32, types.int32, types.int32)
 
 
 __all__ = ["BM", "BK", "BLOCK_NS", "CLUSTERS", "THREADS", "LAUNCH_BOUNDS", "make_kernel", "kernel_argtypes", "kernel_constants",
-           "stage_bytes", "stage_tx", "shared_bytes", "block_shared_bytes", "max_stages"]
+           "stage_bytes", "stage_tx", "shared_bytes", "block_shared_bytes", "max_stages", "holders", "workspace_words"]

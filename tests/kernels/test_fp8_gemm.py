@@ -37,11 +37,11 @@ _E4M3_RULE = "must hold float8 e4m3 (torch.float8_e4m3fn, or its codes in a uint
 # ---------------------------------------------------------------------------------------------
 def check(a=(200, 512), ad="uint8", sa=(200, 4), sas=(1, 200), sad="float32", b=(384, 512), bd="uint8",
           sb=(3, 4), sbd="float32", d=(200, 384), dd="uint16", contiguous=None, addresses=None, stages=6,
-          block_n=128, smem_limit=H200_SMEM, cluster=(1, 1), split_k=1):
+          block_n=128, smem_limit=H200_SMEM, cluster=(1, 1), split_k=1, k_slices=1):
     c = {**dict(A=True, B=True, sb=True, D=True), **(contiguous or {})}
     at = {**dict(A=0x1000, B=0x2000, sa=0x3000, sb=0x4000, D=0x5000), **(addresses or {})}
     return check_fp8_gemm(a, ad, sa, sas, sad, b, bd, sb, sbd, d, dd, contiguous=c, addresses=at, stages=stages,
-                          block_n=block_n, smem_limit=smem_limit, cluster=cluster, split_k=split_k)
+                          block_n=block_n, smem_limit=smem_limit, cluster=cluster, split_k=split_k, k_slices=k_slices)
 
 
 def test_check_accepts_and_reports():
@@ -94,9 +94,9 @@ _SPLIT_RULE = ("split_k must be one of (1, 2) (2: both consumer warpgroups on th
     (dict(cluster=(2.0, 1)), f"fp8_gemm: {_CLUSTER_RULE}, got (2.0, 1)"),
     (dict(stages=1), "fp8_gemm: stages must be an integer in 2..8, got 1"),
     (dict(stages=6.0), "fp8_gemm: stages must be an integer in 2..8, got 6.0"),
-    (dict(stages=7), "fp8_gemm: stages x (stage bytes + 2 barriers) + 1024 alignment slack must fit the 232448 bytes "
-                     "of shared memory per block [CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN], got 7 x "
-                     "(33792 + 16) + 1024 = 237680 bytes (at most 6 stages fit)"),
+    (dict(stages=7), "fp8_gemm: stages x (stage bytes + 2 barriers) + 1024 alignment slack + 8 (k_slices' count) must "
+                     "fit the 232448 bytes of shared memory per block [CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_"
+                     "OPTIN], got 7 x (33792 + 16) + 1024 + 8 = 237688 bytes (at most 6 stages fit)"),
     (dict(split_k=3), f"fp8_gemm: {_SPLIT_RULE}, got 3"),
     (dict(split_k=True), f"fp8_gemm: {_SPLIT_RULE}, got True"),
     (dict(a=(64, 512), sa=(64, 4), sas=(1, 64), d=(64, 384), split_k=2, stages=3),
@@ -105,9 +105,17 @@ _SPLIT_RULE = ("split_k must be one of (1, 2) (2: both consumer warpgroups on th
     (dict(split_k=2), "fp8_gemm: split_k 2 gives the tile's two consumer warpgroups the same 64 rows: M must be at "
                       "most 64, got M = 200"),
     (dict(a=(64, 512), sa=(64, 4), sas=(1, 64), d=(64, 384), split_k=2, stages=6),
-     "fp8_gemm: stages x (stage bytes + 2 barriers) + 1024 alignment slack + split_k 2's 64 x block_n fp32 sums must "
-     "fit the 232448 bytes of shared memory per block [CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN], got 6 "
-     "x (33792 + 16) + 1024 + 32768 = 236640 bytes (at most 4 stages fit)"),
+     "fp8_gemm: stages x (stage bytes + 2 barriers) + 1024 alignment slack + 8 (k_slices' count) + split_k 2's 64 x "
+     "block_n fp32 sums must fit the 232448 bytes of shared memory per block [CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_"
+     "PER_BLOCK_OPTIN], got 6 x (33792 + 16) + 1024 + 8 + 32768 = 236648 bytes (at most 4 stages fit)"),
+    (dict(k_slices=0), "fp8_gemm: k_slices must be an integer in 1..16 (the K slices of a tile, each a unit of the "
+                       "persistent walk), got 0"),
+    (dict(k_slices=2.0), "fp8_gemm: k_slices must be an integer in 1..16 (the K slices of a tile, each a unit of the "
+                         "persistent walk), got 2.0"),
+    (dict(k_slices=17), "fp8_gemm: k_slices must be an integer in 1..16 (the K slices of a tile, each a unit of the "
+                        "persistent walk), got 17"),
+    (dict(k_slices=5), "fp8_gemm: k_slices must be at most ceil(K/128), the k-blocks (every slice takes at least "
+                       "one), got k_slices = 5 for K = 512 (4 k-blocks)"),
     (dict(a=(64, 512), sa=(64, 4), sas=(1, 64), d=(64, 384), split_k=2, block_n=192, stages=2),
      "fp8_gemm: split_k 2 needs block_n at most 128 (at 192 its reduction makes ptxas spill), got block_n = 192"),
 ])
@@ -172,6 +180,17 @@ def test_cluster_follows_the_sweep():
     assert G.choose_cluster(64, 24576, 192, 132) == G.choose_cluster(128, 7168, 128, 132) == (1, 2)
     assert G.choose_cluster(512, 7168, 128, 132) == G.choose_cluster(4096, 4096, 128, 132) == (2, 1)
     assert G.choose_cluster(4096, 4096, 192, 132) == G.choose_cluster(64, 7168, 64, 132) == (1, 1)
+
+
+def test_k_slices_fill_idle_sms():
+    """K slices only where the tiles are fewer than half the SMs: as many as fill them, each of at least 4 k-blocks."""
+    assert G.choose_k_slices(64, 2112, 7168, 64, (1, 1), 132) == 4          # 33 tiles x 4 = 132 units
+    assert G.choose_k_slices(128, 2112, 7168, 128, (1, 2), 132) == 7        # 9 cluster tiles of 2 on 66 slots
+    assert G.choose_k_slices(64, 7168, 2048, 64, (1, 1), 132) == 1          # 112 tiles: most SMs busy already
+    assert G.choose_k_slices(1, 128, 768, 64, (1, 1), 132) == 1             # 6 k-blocks: slices would be too thin
+    assert G.choose_k_slices(1, 128, 1024, 64, (1, 1), 132) == 2
+    assert G.choose_k_slices(1, 64, 1 << 16, 64, (1, 1), 132) == 16         # at most MAX_KSLICES
+    assert G.choose_k_slices(4096, 4096, 4096, 192, (1, 1), 132) == 1
 
 
 def test_stage_budget():
@@ -259,13 +278,14 @@ def test_bound_holds_for_the_model(outliers, rng):
 # Offline SASS
 # ---------------------------------------------------------------------------------------------
 @pytest.mark.sass
-@pytest.mark.parametrize("block_n, cluster, ksplit", [(128, (1, 1), 1), (64, (1, 1), 1), (192, (1, 1), 1),
-                                                     (128, (2, 2), 1), (64, (1, 1), 2), (128, (1, 2), 2)])
-def test_fp8_gemm_sass(block_n, cluster, ksplit):
+@pytest.mark.parametrize("block_n, cluster, ksplit, k_slices", [
+    (128, (1, 1), 1, 1), (64, (1, 1), 1, 1), (192, (1, 1), 1, 1), (128, (2, 2), 1, 1), (64, (1, 1), 2, 1),
+    (128, (1, 2), 2, 1), (64, (1, 1), 2, 4), (192, (1, 1), 1, 2), (128, (1, 2), 1, 8)])
+def test_fp8_gemm_sass(block_n, cluster, ksplit, k_slices):
     from tests.sass import assert_sass
 
     kernel = FK.make_kernel(block_n=block_n, stages=FK.max_stages(block_n, H200_SMEM, ksplit), cluster=cluster,
-                            ksplit=ksplit)
+                            ksplit=ksplit, k_slices=k_slices)
     cubin = assert_sass(kernel, FK.kernel_argtypes(), has=("UTMALDG.2D", "USETMAXREG", "QGMMA"),
                         lacks=("CALL", "LDL", "STL"), launch_bounds=FK.LAUNCH_BOUNDS)
     sass, ops = cubin.sass, cubin.opcodes
@@ -293,6 +313,15 @@ def test_fp8_gemm_sass(block_n, cluster, ksplit):
     assert ops.count("FFMA") == FK.W.accumulators(block_n)
     if ksplit == 2:
         assert ops.count("FADD") >= FK.W.accumulators(block_n) and sum(o.startswith("BAR.ARV") for o in ops) == 2
+    # k_slices: the sums out to the workspace (an STG each beside D's bf16 pairs, and the counter's reset), one
+    # counting atomic, the last slice's adds (an FADD per accumulator at least); none of it without
+    n2 = FK.W.accumulators(block_n)
+    atomics = [o for o in ops if o.startswith(("ATOM", "RED"))]
+    if k_slices > 1:
+        assert len(atomics) == 1 and atomics[0].startswith("ATOMG.E.ADD"), atomics
+        assert ops.count("STG.E") == n2 // 2 + n2 + 1 and ops.count("FADD") >= n2 * (ksplit == 2) + n2
+    else:
+        assert atomics == [] and ops.count("STG.E") == n2 // 2      # D's bf16 pairs only
     assert ops.count("F2FP.BF16.F32.PACK_AB") == FK.W.accumulators(block_n) // 2
     assert re.findall(r"USETMAXREG\.DEALLOC\.CTAPOOL (0x[0-9a-f]+)", sass) == [hex(FK.PRODUCER_REGS)]
     assert re.findall(r"USETMAXREG\.TRY_ALLOC\.CTAPOOL UP\d, (0x[0-9a-f]+)", sass) == [hex(FK.CONSUMER_REGS)]
@@ -338,11 +367,11 @@ def within_bound(got, a, sa, b, sb, seed=0):
     return worst <= 1.0
 
 
-def run_gpu(a, sa, b, sb, stages=None, block_n=None, cluster=None):
+def run_gpu(a, sa, b, sb, stages=None, block_n=None, cluster=None, **options):
     m, n = a.shape[0], b.shape[0]
     d = cuda.to_device(np.full((m, n), 0x7FC0, np.uint16))          # NaN: every element must be written
     fp8_gemm(cuda.to_device(a), G.to_device_scales(sa), cuda.to_device(b), cuda.to_device(sb), d, stages=stages,
-             block_n=block_n, cluster=cluster)
+             block_n=block_n, cluster=cluster, **options)
     got = bf16_to_float32(d.copy_to_host()).astype(np.float64)
     assert not np.isnan(got).any()
     return got
@@ -427,6 +456,34 @@ def test_fp8_gemm_configurations_gpu(block_n, stages, cluster, rng):
     CTAs past the edge load and share zeros and store nothing)."""
     a, sa, b, sb = G.random_operands(rng, 300, 520, 1552)
     assert within_bound(run_gpu(a, sa, b, sb, stages, block_n, cluster), a, sa, b, sb)
+
+
+@pytest.mark.gpu
+@pytest.mark.hopper
+@pytest.mark.parametrize("m, n, k, options", [
+    (64, 2112, 7168, {}),                                   # the default: 33 tiles x 4 slices, split_k 2
+    (128, 2112, 7168, dict(block_n=128, cluster=(1, 2))),   # 7 slices a cluster tile of two
+    (100, 520, 1552, dict(block_n=64, k_slices=13)),        # split_k 1, one k-block a slice, N and K edges
+    (3, 328, 4224, dict(block_n=192, k_slices=3)),          # 192 wide: 11 k-blocks a slice, two blocks of B's scales
+    (300, 1040, 8336, dict(block_n=128, cluster=(2, 1), k_slices=16)),   # 66 k-blocks: chunks of B's scales
+], ids=lambda v: "x".join(map(str, v)) if isinstance(v, tuple) else None)
+def test_fp8_gemm_k_slices_gpu(m, n, k, options, rng):
+    """k_slices: a tile's slices on different SMs at once, the last to count adding the others' sums (fenced writes,
+    an atomic count); run three times on the same plan, D poisoned before each (a counter the launch before left
+    set would leave tiles unwritten), with the same bits each time (the slices always added in one order)."""
+    a, sa, b, sb = G.random_operands(rng, m, n, k)
+    args = (cuda.to_device(a), G.to_device_scales(sa), cuda.to_device(b), cuda.to_device(sb))
+    poison = np.full((m, n), 0x7FC0, np.uint16)
+    d = cuda.to_device(poison)
+    outs = []
+    for _ in range(3):
+        d.copy_to_device(poison)
+        fp8_gemm(*args, d, **options)
+        outs.append(d.copy_to_host())
+    np.testing.assert_array_equal(outs[0], outs[2])
+    np.testing.assert_array_equal(outs[0], outs[1])
+    got = bf16_to_float32(outs[0]).astype(np.float64)
+    assert not np.isnan(got).any() and within_bound(got, a, sa, b, sb)
 
 
 @pytest.mark.gpu

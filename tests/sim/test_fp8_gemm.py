@@ -208,3 +208,65 @@ def test_split_k_by_k_block_parity_is_caught(broken, rng):
     broken("if KSPLIT == 2 and st.stage % 2 != wg - 1:", "if KSPLIT == 2 and kb % 2 != wg - 1:")
     with sim.settings(sms=1, seed=7), pytest.raises(sim.MbarrierParityError):
         run(rng, 5, 200, 640, 2, block_n=64, split_k=2)
+
+
+@pytest.fixture
+def workspaces(monkeypatch):
+    """Every (ws, counters) ``fp8_gemm``'s plans allocate, to look at after the launch."""
+    made = []
+    original = G.slice_workspace
+
+    def record(*args):
+        made.append(original(*args))
+        return made[-1]
+
+    monkeypatch.setattr(G, "slice_workspace", record)
+    return made
+
+
+@pytest.mark.parametrize("m, n, k, block_n, k_slices, options", [
+    (5, 200, 640, 64, 3, {}),                   # split_k 2: 5 k-blocks as 1 + 2 + 2, each split between the warpgroups
+    (70, 136, 512, 64, 4, {}),                  # split_k 1, a k-block per slice; 70 rows: both warpgroups hold sums
+    (5, 200, 1040, 64, 5, dict(cluster=(1, 2))),  # 9 k-blocks in 5 slices; a cluster tile overhanging N
+    pytest.param(3, 328, 512, 192, 2, {}, marks=pytest.mark.slow),   # 192 wide: two blocks of B's scales
+])
+def test_k_slices_meet(m, n, k, block_n, k_slices, options, workspaces, rng):
+    """k_slices: each tile's k-blocks in slices that different CTAs run (4 SMs walk 9 to 12 units), the last to count
+    adding every slice's sums from the workspace; every counter is back at 0 after the launch."""
+    got, a, sa, b, sb = run(rng, m, n, k, 2, block_n=block_n, k_slices=k_slices, **options)
+    assert np.all(np.abs(got - G.reference(a, sa, b, sb)) <= G.error_bound(a, sa, b, sb))
+    (ws, counters), = workspaces
+    assert ws.size > 1 and not counters.copy_to_host().any()
+
+
+def test_k_slices_sum_in_one_order(rng):
+    """Whichever slice of a tile counts last, the slices are added in the order 0, 1, 2: two schedules (one SM
+    walking the units in order, four interleaved by another seed) give the same bits."""
+    a, sa, b, sb = G.random_operands(rng, 5, 136, 768)
+    out = []
+    for sms, seed in ((1, 1), (4, 9)):
+        d = cuda.to_device(np.full((5, 136), 0x7FC0, np.uint16))
+        with sim.settings(sms=sms, seed=seed, switch=0.3):
+            G.fp8_gemm(cuda.to_device(a), G.to_device_scales(sa), cuda.to_device(b), cuda.to_device(sb), d,
+                       stages=2, block_n=64, k_slices=3)
+        out.append(d.copy_to_host())
+    np.testing.assert_array_equal(out[0], out[1])
+    assert np.all(np.abs(bf16_to_float32(out[0]).astype(np.float64) - G.reference(a, sa, b, sb))
+                  <= G.error_bound(a, sa, b, sb))
+
+
+def test_k_slices_counter_left_set_is_caught(broken, workspaces, rng):
+    """Without the reset the tile's counter stays at KSLICES after the launch, and the next launch of the plan would
+    find no last slice (D never written)."""
+    broken("""                if h == 0:
+                    counters[cta_tile] = 0""", "                pass")
+    run(rng, 5, 200, 640, 2, block_n=64, k_slices=3)
+    (ws, counters), = workspaces
+    assert counters.copy_to_host().tolist() == [3] * 4
+
+
+def test_k_slices_last_one_adding_too_few_is_caught(broken, rng):
+    """The last slice adding one slot too few (slice 2's sums): D is far outside the bound."""
+    broken("for s in range(1, KSLICES):", "for s in range(1, KSLICES - 1):")
+    got, a, sa, b, sb = run(rng, 5, 200, 640, 2, block_n=64, k_slices=3)
+    assert not np.all(np.abs(got - G.reference(a, sa, b, sb)) <= G.error_bound(a, sa, b, sb))
