@@ -72,13 +72,15 @@ def calls() -> dict:
         out[name] = call
     from .compile_time import fp8_gemm_configs
 
-    for name, cfg in fp8_gemm_configs().items():            # the bench's FP8 GEMM kernels, at 256 x 384 x 256
-        def gemm(cfg=cfg):
+    for name, cfg in fp8_gemm_configs().items():   # the bench's FP8 GEMM kernels, at 256 (split_k 2: 64) x 384 x 256
+        def gemm(cfg=cfg):                          # (k_slices S: K = 128 S, a k-block a slice)
             from .kernels import fp8_gemm as F
 
-            a, sa, b, sb = F.random_operands(np.random.default_rng(0), 256, 384, 256)
+            m, k = (64 if cfg["split_k"] == 2 else 256), max(256, 128 * cfg["k_slices"])
+            a, sa, b, sb = F.random_operands(np.random.default_rng(0), m, 384, k)
             return F.fp8_gemm(cuda.to_device(a), F.to_device_scales(sa), cuda.to_device(b), cuda.to_device(sb),
-                              block_n=cfg["block_n"], stages=cfg["stages"], cluster=tuple(cfg["cluster"]))
+                              block_n=cfg["block_n"], stages=cfg["stages"], cluster=tuple(cfg["cluster"]),
+                              split_k=cfg["split_k"], k_slices=cfg["k_slices"])
         out[name] = gemm
 
     def quantize():

@@ -91,7 +91,7 @@ def test_shipped_holds_what_the_bench_times():
             "codec_mxfp8_quantize_e5m2", "codec_finite_amax", "codec_nvfp4_dequantize"} <= set(targets)
     from asyncpipe.kernels.fp8_gemm import bench_configs
 
-    assert len(bench_configs()) == 4 and len(targets) == 30 + 4 + 1 + 8 and list(targets)[:2] == ["sgemm_cp_async_s3", "sgemm_cp_async_s3_edges"]
+    assert len(bench_configs()) == 7 and len(targets) == 30 + 7 + 1 + 8 and list(targets)[:2] == ["sgemm_cp_async_s3", "sgemm_cp_async_s3_edges"]
     # a name is itself, a pattern matches, anything else is a prefix; in the list's order
     assert list(ct.select(targets, ["cluster_sum"])) == ["cluster_sum"]
     assert list(ct.select(targets, ["tma"])) == ["tma_add_one_chapter", "tma_add_one_pipelined_s4",

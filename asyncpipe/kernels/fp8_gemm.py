@@ -260,8 +260,8 @@ def _plan(a, sa, b, sb, out, stages, block_n, cluster, split_k, k_slices, stream
         block_n = choose_block_n(aa.shape[0], ba.shape[0], info.sm_count)
     if cluster is None and len(aa.shape) == 2 and len(ba.shape) == 2:
         cluster = choose_cluster(aa.shape[0], ba.shape[0], block_n, info.sm_count)
-    if split_k is None and len(aa.shape) == 2:
-        split_k = 2 if aa.shape[0] <= FK.WGMMA_ROWS and block_n <= FK.KSPLIT_MAX_BLOCK_N else 1
+    if split_k is None and len(aa.shape) == 2 and isinstance(block_n, int):
+        split_k = default_split_k(aa.shape[0], block_n)
     stages = FK.max_stages(block_n, info.max_shared_per_block_optin, split_k) if stages is None else stages
     if k_slices is None and len(aa.shape) == 2 and len(ba.shape) == 2 and _is_pair(cluster):
         k_slices = choose_k_slices(aa.shape[0], ba.shape[0], aa.shape[1], block_n, tuple(cluster), info.sm_count)
@@ -376,14 +376,22 @@ BENCH_SHAPES = ((4096, 4096, 4096), (8192, 8192, 8192),
 H200_SMS, H200_SMEM_OPTIN = 132, 232448      # the H200's SMs and opt-in shared memory per block (bytes)
 
 
+def default_split_k(m: int, block_n: int) -> int:
+    """split_k 2 where it may be: M <= 64 and block_n <= 128."""
+    return 2 if m <= FK.WGMMA_ROWS and block_n <= FK.KSPLIT_MAX_BLOCK_N else 1
+
+
 def bench_configs(sm_count: int = H200_SMS, smem_optin: int = H200_SMEM_OPTIN) -> list[tuple]:
-    """(block_n, stages, cluster) of every kernel the bench's shapes (``BENCH_SHAPES``) compile with the default
-    choices on a GPU of ``sm_count`` SMs and ``smem_optin`` bytes of shared memory per block (an H200's unless
-    given): what ``python -m asyncpipe bench --compile`` and the first-call rows compile."""
+    """(block_n, stages, cluster, split_k, k_slices) of every kernel the bench's shapes (``BENCH_SHAPES``) compile
+    with the default choices on a GPU of ``sm_count`` SMs and ``smem_optin`` bytes of shared memory per block (an
+    H200's unless given): what ``python -m asyncpipe bench --compile`` and the first-call rows compile."""
     out = set()
-    for m, n, _ in BENCH_SHAPES:
+    for m, n, k in BENCH_SHAPES:
         bn = choose_block_n(m, n, sm_count)
-        out.add((bn, FK.max_stages(bn, smem_optin), choose_cluster(m, n, bn, sm_count)))
+        cluster = choose_cluster(m, n, bn, sm_count)
+        split = default_split_k(m, bn)
+        out.add((bn, FK.max_stages(bn, smem_optin, split), cluster, split,
+                 choose_k_slices(m, n, k, bn, cluster, sm_count)))
     return sorted(out)
 
 
@@ -402,12 +410,14 @@ def benchmark(m: int, n: int, k: int, *, stages=None, block_n=None, cluster=None
     sms = device_info(API).sm_count
     bn = block_n if block_n is not None else choose_block_n(m, n, sms)
     cluster = cluster if cluster is not None else choose_cluster(m, n, bn, sms)
+    slices = choose_k_slices(m, n, k, bn, cluster, sms)
     run = functools.partial(fp8_gemm, *args, d, stages=stages, block_n=bn, cluster=cluster)
     run()                                            # compile and check outside the timing
     ms = time_ms(run, reps=reps)
     used = stages if stages is not None else "auto"
     cm, cn = cluster
-    record = {"kernel": f"fp8_gemm_e4m3_blockscaled_bn{bn}_s{used}_c{cm}x{cn}", "shape": [m, n, k], "ms": ms,
+    record = {"kernel": f"fp8_gemm_e4m3_blockscaled_bn{bn}_s{used}_c{cm}x{cn}" + (f"_k{slices}" if slices > 1 else ""),
+              "shape": [m, n, k], "ms": ms,
               "tflops": tflops(2.0 * m * n * k, ms), "vs": {}}
     for mode, t in (_scaled_mm_tflops(a, b, reps) if yardsticks else {}).items():
         record[f"scaled_mm_{mode}_tflops"] = t
