@@ -128,6 +128,7 @@ def main() -> int:
         widths = now.BLOCK_NS if args.widths else (default_bn,)
         for bn in widths:
             cluster = G.choose_cluster(m, n, bn, sms)
+            use("now")                                   # (choose_k_slices reads the module's MAX_KSLICES)
             slices = G.choose_k_slices(m, n, k, bn, cluster, sms)
             forms = FORMS + (("now_s1",) if args.slices and slices > 1 else ())
             ms = {f: [] for f in forms}
