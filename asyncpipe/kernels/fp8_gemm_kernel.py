@@ -76,7 +76,7 @@ from numba import cuda, float32, int32, uint8, uint16, uint64
 from .. import ptx
 from ..constants import BULK_SMEM_ALIGN_TENSOR
 from ..pipeline import (advance, consumer_release, consumer_wait, pipeline_init, pipeline_state, producer_acquire,
-                        producer_commit)
+                        producer_commit, unit_coords)
 from ..ptx import wgmma as W
 from .unroll import unroll, unrolled
 
@@ -167,21 +167,6 @@ def max_stages(block_n: int, smem_limit: int, ksplit: int = 1) -> int:
 # k_slices' workspace (``workspace_words``) and one counter per CTA tile, zero before the launch and after it.
 # ------------------------------------------------------------------------------------------------
 @cuda.jit(device=True, inline="always")
-def next_unit(tile_m, k_slice, tile_n, step, tiles_m, slices):
-    """The unit ``step`` after (tile_m, k_slice, tile_n): M fastest, then the K slice, then N (a tile's slices run
-    in the same wave, so its last one waits little for the others' sums). By subtraction: a division by the
-    run-time tiles_m would be a 64-bit division (a CALL) in the persistent loop."""
-    tile_m += step
-    while tile_m >= tiles_m:
-        tile_m -= tiles_m
-        k_slice += 1
-        if k_slice == slices:
-            k_slice = 0
-            tile_n += 1
-    return tile_m, k_slice, tile_n
-
-
-@cuda.jit(device=True, inline="always")
 def slice_k_blocks(k_slice, k_blocks, slices):
     """K slice ``k_slice``'s k-blocks [lo, hi) of ``slices``: every one at least one k-block (slices <= k_blocks)."""
     return k_slice * k_blocks // slices, (k_slice + 1) * k_blocks // slices
@@ -203,6 +188,7 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, sb, d, ws, counters, M, N, K, tiles_m,
     rank_n = rank // CM
     cluster = cuda.blockIdx.x // CLUSTER             # 1-D grid: a cluster is CLUSTER consecutive blocks
     clusters = cuda.gridDim.x // CLUSTER
+    units = tiles_m * KSLICES * tiles_n              # the persistent walk's (unit_coords: M, then the slice, then N)
 
     def release_peers(st):
         """One arrival on slot ``st``'s empty barrier in every CTA that writes into this one: the CM CTAs of its
@@ -240,8 +226,9 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, sb, d, ws, counters, M, N, K, tiles_m,
             ptx.fence_proxy_tensormap_generic_acquire_sys(ptx.addr(tma_b, 0))
             ptx.fence_proxy_tensormap_generic_acquire_sys(ptx.addr(tma_sa, 0))
             st = pipeline_state(0, 0)
-            tm, ks, tn = next_unit(0, 0, 0, cluster, tiles_m, KSLICES)
-            while tn < tiles_n:
+            unit = cluster                                   # units cluster, + clusters, ... (M, slice, N)
+            while unit < units:
+                tm, ks, tn = unit_coords(unit, tiles_m, KSLICES)
                 m0 = (tm * CM + rank_m) * BM
                 n0 = (tn * CN + rank_n) * BN
                 kb_lo, kb_hi = slice_k_blocks(ks, k_blocks, KSLICES)
@@ -267,7 +254,7 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, sb, d, ws, counters, M, N, K, tiles_m,
                     ptx.cp_async_bulk_tensor_2d_shared_global(ptx.addr(smem, a_off + A_BYTES + B_BYTES),
                                                               ptx.addr(tma_sa, 0), m0, kb, bar)
                     st = advance(st, STAGES)
-                tm, ks, tn = next_unit(tm, ks, tn, clusters, tiles_m, KSLICES)
+                unit += clusters
     else:
         # ---- consumer warpgroups: take the registers, multiply, promote, store -------------------
         ptx.setmaxnreg_inc_sync_aligned_u32(CONSUMER_REGS)
@@ -296,13 +283,14 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, sb, d, ws, counters, M, N, K, tiles_m,
             return sb[row + first + lane] if first + lane < k_blocks else float32(0.0)
 
         st = pipeline_state(0, 0)
-        tm, ks, tn = next_unit(0, 0, 0, cluster, tiles_m, KSLICES)
+        unit = cluster
+        tm, ks, tn = unit_coords(unit, tiles_m, KSLICES)
         tiles_done = 0
         kb_lo, kb_hi = slice_k_blocks(ks, k_blocks, KSLICES)
         sb_row, sb_row2 = sb_rows(tn)
         sb_cur = sb_chunk(sb_row, kb_lo)
         sb_cur2 = sb_chunk(sb_row2, kb_lo) if BN > SCALE_BLOCK else float32(0.0)
-        while tn < tiles_n:
+        while unit < units:
             m0 = (tm * CM + rank_m) * BM
             n0 = (tn * CN + rank_n) * BN
             cta_tile = (tn * CN + rank_n) * (tiles_m * CM) + tm * CM + rank_m   # this CTA's tile: its K slices' counter
@@ -378,7 +366,8 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, sb, d, ws, counters, M, N, K, tiles_m,
                             acc[i] += acc_blk[i] * t0
 
             # the next unit's first chunk of B's scales, in flight during this tile's epilogue
-            tm, ks, tn = next_unit(tm, ks, tn, clusters, tiles_m, KSLICES)
+            unit += clusters
+            tm, ks, tn = unit_coords(unit, tiles_m, KSLICES)
             tiles_done += 1
             kb_lo, kb_hi = slice_k_blocks(ks, k_blocks, KSLICES)
             sb_row, sb_row2 = sb_rows(tn)
@@ -399,7 +388,7 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, sb, d, ws, counters, M, N, K, tiles_m,
                 ptx.bar_sync(REDUCE_FULL, 2 * W.WARPGROUP_THREADS)
                 for i in unroll(N2, llvm=LLVM_LOOPS, nest=8):
                     acc[i] += smem_f32[reduce_word + i * W.WARPGROUP_THREADS + t]
-                if tn < tiles_n:                     # warpgroup 2 writes again after the next tile
+                if unit < units:                     # warpgroup 2 writes again after the next tile
                     ptx.bar_arrive(REDUCE_FREE, 2 * W.WARPGROUP_THREADS)
 
             if KSLICES > 1:

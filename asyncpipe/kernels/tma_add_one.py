@@ -30,6 +30,7 @@ from .. import ptx
 from ..constants import BULK_SMEM_ALIGN_TENSOR, TMA_STORE_GRANULE
 from ..host.plans import cached_tensor_map
 from ..jit_cache import jit
+from ..pipeline import unit_coords
 from .unroll import unrolled
 
 BOX_H, BOX_W = 16, 32              # the chapter's box: 16 rows x 32 int32 = 128-byte rows
@@ -82,16 +83,11 @@ def add_one_pipelined(tmap, boxes_x, boxes_total):
     step = cuda.gridDim.x
     box_bytes = PIPE_BOX_H * PIPE_BOX_W * 4
 
-    # Box b sits at column-box b % boxes_x, row-box b // boxes_x. The CTA walks b = blockIdx.x + j*step;
-    # the coordinates advance by subtraction, since a 64-bit division would be a CALL in the loop.
-    def advance(bx, by, n):
-        bx += n
-        while bx >= boxes_x:
-            bx -= boxes_x
-            by += 1
-        return bx, by
-
-    def load(stage, bx, by):                         # one thread: announce the bytes, issue the copy
+    # Box b sits at column-box b % boxes_x, row-box b // boxes_x (unit_coords: one 32-bit division, where stepping
+    # by subtraction would loop step / boxes_x times a box: 528 times for a one-box-wide tensor on 132 SMs x 4).
+    # The CTA walks b = blockIdx.x + j * step.
+    def load(stage, b):                              # one thread: announce the bytes, issue the copy of box b
+        bx, _, by = unit_coords(b, boxes_x, 1)
         ptx.mbarrier_arrive_expect_tx(ptx.addr(full, stage), box_bytes)
         ptx.cp_async_bulk_tensor_2d_shared_global(ptx.addr(tiles, (stage, 0, 0)), ptx.addr(tmap, 0),
                                                   bx * PIPE_BOX_W, by * PIPE_BOX_H, ptx.addr(full, stage))
@@ -104,15 +100,12 @@ def add_one_pipelined(tmap, boxes_x, boxes_total):
     cuda.syncthreads()
 
     # ---- prologue: the first STAGES boxes of this CTA in flight ----------------------------------
-    bx, by = advance(0, 0, cuda.blockIdx.x)          # box j of this CTA
-    rx, ry = bx, by                                  # the next box to load
-    b_next = cuda.blockIdx.x
+    b_next = cuda.blockIdx.x                         # the next box to load
     if tid == 0:
         for s in range(PIPE_STAGES):
             if b_next < boxes_total:
-                load(s, rx, ry)
+                load(s, b_next)
             b_next += step
-            rx, ry = advance(rx, ry, step)
 
     # ---- main loop: box j of this CTA sits in stage j % STAGES -----------------------------------
     j = 0
@@ -127,18 +120,17 @@ def add_one_pipelined(tmap, boxes_x, boxes_total):
         ptx.fence_proxy_async_shared_cta()           # our writes, visible to the TMA store
         cuda.syncthreads()
         if tid == 0:
+            bx, _, by = unit_coords(b, boxes_x, 1)
             ptx.cp_async_bulk_tensor_2d_global_shared(ptx.addr(tmap, 0), bx * PIPE_BOX_W, by * PIPE_BOX_H,
                                                       ptx.addr(tiles, (s, 0, 0)))
             ptx.cp_async_bulk_commit_group()
             if j > 0:                                # refill the stage of box j-1 ...
                 ptx.cp_async_bulk_wait_group_read(1)  # ... once its store has read it
                 if b_next < boxes_total:
-                    load((j - 1) % PIPE_STAGES, rx, ry)
+                    load((j - 1) % PIPE_STAGES, b_next)
                 b_next += step
-                rx, ry = advance(rx, ry, step)
         j += 1
         b += step
-        bx, by = advance(bx, by, step)
     if tid == 0:
         ptx.cp_async_bulk_wait_group_read(0)         # every store has read shared memory: exit is safe
 

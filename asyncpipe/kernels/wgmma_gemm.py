@@ -69,7 +69,7 @@ from ..errors import check
 from ..host.plans import PlanCache, cached_tensor_map
 from ..jit_cache import jit
 from ..pipeline import (advance, consumer_release, consumer_wait, pipeline_init, pipeline_state, producer_acquire,
-                        producer_commit)
+                        producer_commit, unit_coords)
 from ..ptx import wgmma as W
 from .unroll import unroll, unrolled
 
@@ -148,15 +148,7 @@ def wgmma_gemm_kernel(tma_a, tma_b, tma_c, c, M, N, K, tiles_m, tiles_n):
     k_blocks = (K + BK - 1) // BK
     cluster = cuda.blockIdx.x // CLUSTER             # 1-D grid: a cluster is CLUSTER consecutive blocks
     clusters = cuda.gridDim.x // CLUSTER
-
-    def next_tile(tm, tn, step):
-        """The cluster tile ``step`` after (tm, tn), M fastest; by subtraction (a division by the
-        run-time tiles_m would be a 64-bit division call in the loop)."""
-        tm += step
-        while tm >= tiles_m:
-            tm -= tiles_m
-            tn += 1
-        return tm, tn
+    tiles = tiles_m * tiles_n                        # cluster tiles, M fastest (unit_coords)
 
     # ---- prologue: the ring's barriers, visible to TMA and to the peer CTAs -----------------------
     if tid == 0:
@@ -176,8 +168,9 @@ def wgmma_gemm_kernel(tma_a, tma_b, tma_c, c, M, N, K, tiles_m, tiles_n):
             ptx.fence_proxy_tensormap_generic_acquire_sys(ptx.addr(tma_a, 0))   # the host wrote the maps
             ptx.fence_proxy_tensormap_generic_acquire_sys(ptx.addr(tma_b, 0))
             st = pipeline_state(0, 0)
-            tm, tn = next_tile(0, 0, cluster)            # this cluster's first tile
-            while tn < tiles_n:
+            tile = cluster                               # this cluster's first tile, then every clusters-th
+            while tile < tiles:
+                tm, _, tn = unit_coords(tile, tiles_m, 1)
                 m0 = (tm * CLUSTER + rank) * BM
                 n0 = tn * BN
                 for kb in range(k_blocks):
@@ -209,7 +202,7 @@ def wgmma_gemm_kernel(tma_a, tma_b, tma_c, c, M, N, K, tiles_m, tiles_n):
                                     ptx.addr(smem, dst), ptx.addr(tma_b, 0), n0 + j * BOX_N,
                                     k0 + rank * (BK // CLUSTER), bar, CTA_MASK)
                     st = advance(st, STAGES)
-                tm, tn = next_tile(tm, tn, clusters)
+                tile += clusters
     else:
         # ---- consumer warpgroups: take the registers, multiply, store -----------------------------
         ptx.setmaxnreg_inc_sync_aligned_u32(CONSUMER_REGS)
@@ -222,8 +215,9 @@ def wgmma_gemm_kernel(tma_a, tma_b, tma_c, c, M, N, K, tiles_m, tiles_n):
             ptx.fence_proxy_tensormap_generic_acquire_sys(ptx.addr(tma_c, 0))   # this thread issues C's stores
         st = pipeline_state(0, 0)
         prev = st
-        tm, tn = next_tile(0, 0, cluster)
-        while tn < tiles_n:
+        tile = cluster
+        while tile < tiles:
+            tm, _, tn = unit_coords(tile, tiles_m, 1)
             for kb in range(k_blocks):
                 consumer_wait(full, st)
                 a_addr = base + pad + st.stage * STAGE_BYTES + row_wg * W.SWIZZLE_128B_ROW_BYTES
@@ -253,7 +247,7 @@ def wgmma_gemm_kernel(tma_a, tma_b, tma_c, c, M, N, K, tiles_m, tiles_n):
 
             # ---- epilogue: this warpgroup's 64 x BN accumulators to C, clipped to M x N -------------
             EPILOGUE(acc, c, tma_c, staging, staged, M, N, (tm * CLUSTER + rank) * BM + row_wg, tn * BN, t, wg)
-            tm, tn = next_tile(tm, tn, clusters)
+            tile += clusters
         if EPI_TMA and t == 0:
             ptx.cp_async_bulk_wait_group_read(0)    # the last stores have read the staging buffers
 

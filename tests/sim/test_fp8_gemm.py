@@ -195,7 +195,7 @@ def test_split_k_sums_rewritten_before_they_are_read_is_caught(broken, rng):
     warpgroup 1 may still be reading: a race on shared memory."""
     broken("""                    if tiles_done > 1:               # warpgroup 1 has added the last tile's sums
                         ptx.bar_sync(REDUCE_FREE, 2 * W.WARPGROUP_THREADS)""", "                    pass",
-           ("""                if tn < tiles_n:                     # warpgroup 2 writes again after the next tile
+           ("""                if unit < units:                     # warpgroup 2 writes again after the next tile
                     ptx.bar_arrive(REDUCE_FREE, 2 * W.WARPGROUP_THREADS)""", "                pass"))
     with sim.settings(sms=1, seed=7), pytest.raises(sim.SharedMemoryRaceError, match=r"smem_f32\["):
         run(rng, 5, 200, 256, 2, block_n=64, split_k=2)
