@@ -26,6 +26,9 @@ extern "C" __device__ void ap_fence_proxy_tensormap_generic_acquire_sys(const vo
 // fence.acq_rel.cluster;   (PTX ISA 7.8, sm_90)
 extern "C" __device__ void ap_fence_acq_rel_cluster() { asm volatile("fence.acq_rel.cluster;" ::: "memory"); }
 
+// fence.acq_rel.gpu;   (PTX ISA 6.0, sm_70)
+extern "C" __device__ void ap_fence_acq_rel_gpu() { asm volatile("fence.acq_rel.gpu;" ::: "memory"); }
+
 // fence.mbarrier_init.release.cluster;   (PTX ISA 8.0, sm_90)
 extern "C" __device__ void ap_fence_mbarrier_init_release_cluster() {
   asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");

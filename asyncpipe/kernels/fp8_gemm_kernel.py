@@ -397,21 +397,23 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, sb, d, ws, counters, M, N, K, tiles_m,
                 # word i * HOLDERS + h (a warp's stores are 32 consecutive words); then one thread counts the slice
                 # in the tile's counter. The last of the KSLICES to count adds every slot in the order 0, 1, ..
                 # (its own too), so D does not depend on which came last, stores the tile and resets the counter
-                # for the next launch. No CTA waits on another: nothing can hang.
+                # for the next launch. No CTA waits on another: nothing can hang. The count is a release and an
+                # acquire at GPU scope by its one thread, for all: the barrier before it gives that thread the
+                # holders' stores, the barrier after it gives them what it acquired (the "last block" pattern).
                 h = tid - W.WARPGROUP_THREADS if KSPLIT == 1 else t
                 live = m0 + row_wg < M               # a warpgroup wholly past M writes and reads nothing
                 slot0 = cta_tile * KSLICES * N2 * HOLDERS + h
                 if live:
                     for i in unroll(N2, llvm=LLVM_LOOPS, nest=8):
                         ws[slot0 + (k_slice * N2 + i) * HOLDERS] = acc[i]
-                cuda.threadfence()                   # the sums reach the GPU before the count does
-                ptx.bar_sync(SLICE_SYNC, HOLDERS)
+                ptx.bar_sync(SLICE_SYNC, HOLDERS)    # every holder's sums are stored ...
                 if h == 0:
+                    ptx.fence_acq_rel_gpu()          # ... released with the count ...
                     slices_in[0] = cuda.atomic.add(counters, cta_tile, 1)
+                    ptx.fence_acq_rel_gpu()          # ... which acquires the slices counted before it
                 ptx.bar_sync(SLICE_SYNC, HOLDERS)
                 if slices_in[0] != KSLICES - 1:
                     continue                         # another slice of the tile comes later and stores it
-                cuda.threadfence()                   # every other slice's sums are visible to this one's loads
                 if h == 0:
                     counters[cta_tile] = 0
                 if live:

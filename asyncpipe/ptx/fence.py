@@ -70,6 +70,18 @@ def fence_acq_rel_cluster():
     _sim.acq_rel_cluster("fence_acq_rel_cluster")
 
 
+@primitive(_VOID, ptx="fence.acq_rel.gpu;", isa=60, sm=70, who="the one thread that publishes or reads a flag",
+           sass=("MEMBAR.ALL.GPU",))
+def fence_acq_rel_gpu():
+    """An acquire-release fence at GPU scope: before a relaxed atomic or flag write it releases this thread's
+    accesses, and the ones a block barrier made this thread observe, to every thread of the GPU; after an atomic or
+    flag read it acquires what the writer released. The cheaper form of ``cuda.threadfence()`` (``fence.sc.gpu``)
+    for the "last CTA to arrive" pattern: every thread stores, a block barrier, then one thread fences, counts
+    (``cuda.atomic.add``) and fences again, and a block barrier hands the count (and what it acquired) to the
+    others."""
+    _sim.acq_rel_gpu("fence_acq_rel_gpu")
+
+
 @primitive(_VOID, ptx="fence.mbarrier_init.release.cluster;", isa=80, sm=90,
            who="each thread that ran mbarrier_init (usually one), before the barrier that publishes them",
            sass=("NOP",))

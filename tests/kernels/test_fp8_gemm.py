@@ -307,7 +307,7 @@ def test_fp8_gemm_sass(block_n, cluster, ksplit, k_slices):
         assert loads == ["UTMALDG.2D"] * (3 - shared) + ["UTMALDG.2D.MULTICAST"] * shared
         assert ops.count("SYNCS.ARRIVE.TRANS64.RED.A1T0") >= sum(cluster) - 1
         assert "UCGABAR_ARV" in ops and "UCGABAR_WAIT" in ops
-        assert ops.count("MEMBAR.ALL.GPU") == ops.count("UCGABAR_ARV")
+        assert ops.count("MEMBAR.ALL.GPU") == ops.count("UCGABAR_ARV") + 2 * (k_slices > 1)
     # the promotion: one FFMA per accumulator (64), the scales' product (2 FMUL), bf16 pairs out; split_k 2 adds
     # warpgroup 2's sums (an FADD each) after named barriers (bar.sync / bar.arrive 1 and 2)
     assert ops.count("FFMA") == FK.W.accumulators(block_n)
@@ -319,6 +319,14 @@ def test_fp8_gemm_sass(block_n, cluster, ksplit, k_slices):
     atomics = [o for o in ops if o.startswith(("ATOM", "RED"))]
     if k_slices > 1:
         assert len(atomics) == 1 and atomics[0].startswith("ATOMG.E.ADD"), atomics
+        # the count, between two acquire-release fences of its one thread (each a MEMBAR.ALL.GPU and an L1
+        # invalidation); no sequentially consistent fence (cuda.threadfence: MEMBAR.SC.GPU) by every holder
+        assert "MEMBAR.SC.GPU" not in ops and ops.count("CCTL.IVALL") >= 2
+        a = ops.index(atomics[0])
+        syncs = [i for i, o in enumerate(ops) if o.startswith("BAR.SYNC")]
+        before = ops[max(i for i in syncs if i < a):a]             # from the holders' barrier to the count ...
+        after = ops[a:min(i for i in syncs if i > a)]              # ... and on to the barrier that hands it out
+        assert "MEMBAR.ALL.GPU" in before and "MEMBAR.ALL.GPU" in after, sass
         assert ops.count("STG.E") == n2 // 2 + n2 + 1 and ops.count("FADD") >= n2 * (ksplit == 2) + n2
     else:
         assert atomics == [] and ops.count("STG.E") == n2 // 2      # D's bf16 pairs only

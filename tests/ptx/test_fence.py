@@ -51,6 +51,12 @@ def sass_acq_rel_cluster(out, tmap):
     out[1] = 2
 
 
+def sass_acq_rel_gpu(out, tmap):
+    out[0] = 1
+    ptx.fence_acq_rel_gpu()
+    out[1] = 2
+
+
 def sass_mbarrier_init_release_cluster(out, tmap):
     bars = cuda.shared.array(1, np.uint64)
     if cuda.threadIdx.x == 0:
@@ -65,6 +71,7 @@ SASS = {
     "fence_proxy_tensormap_generic_acquire_gpu": sass_proxy_tensormap_generic_acquire_gpu,
     "fence_proxy_tensormap_generic_acquire_sys": sass_proxy_tensormap_generic_acquire_sys,
     "fence_acq_rel_cluster": sass_acq_rel_cluster,
+    "fence_acq_rel_gpu": sass_acq_rel_gpu,
     "fence_mbarrier_init_release_cluster": sass_mbarrier_init_release_cluster,
 }
 
@@ -127,6 +134,7 @@ def fences_kernel(src, dst, tmap):
     ptx.fence_proxy_async_shared_cta()              # generic writes to smem before any async-proxy read
     ptx.fence_proxy_async()                         # same, for every state space
     ptx.fence_acq_rel_cluster()                     # this thread's accesses ordered at cluster scope
+    ptx.fence_acq_rel_gpu()                         # ... and at GPU scope
     ptx.mbarrier_arrive(bar)
     ptx.mbarrier_wait_parity(bar, 0)                # every thread's smem write is visible
     dst[base + t] = smem[THREADS - 1 - t]
@@ -154,3 +162,39 @@ def test_fences_gpu(rng):
     expect = (src + np.float32(1)).reshape(blocks, THREADS)[:, ::-1].ravel()
     np.testing.assert_array_equal(dst.copy_to_host(), expect)
     np.testing.assert_array_equal(tmap.words(), block)   # a fence writes nothing into the map
+
+
+def last_block_kernel(src, partial, count, out):
+    """Every CTA writes its threads' values to ``partial``; one thread per CTA counts the CTA in ``count`` between two
+    GPU-scope acquire-release fences; the CTA that counts last reads every CTA's values (in CTA order) and writes
+    their sums to ``out``. No CTA waits for another."""
+    last = cuda.shared.array(1, np.int32)
+    t = cuda.threadIdx.x
+    partial[cuda.blockIdx.x * THREADS + t] = src[cuda.blockIdx.x * THREADS + t] * np.float32(2)
+    cuda.syncthreads()                              # the CTA's values are stored ...
+    if t == 0:
+        ptx.fence_acq_rel_gpu()                     # ... released with the count ...
+        last[0] = cuda.atomic.add(count, 0, 1) == cuda.gridDim.x - 1
+        ptx.fence_acq_rel_gpu()                     # ... which acquires the CTAs counted before
+    cuda.syncthreads()
+    if last[0]:
+        acc = np.float32(0)
+        for b in range(cuda.gridDim.x):
+            acc += partial[b * THREADS + t]
+        out[t] = acc
+
+
+@pytest.mark.gpu
+@pytest.mark.simulator_too
+def test_fence_acq_rel_gpu_publishes_to_the_last_block_gpu(rng):
+    blocks = 264                                    # two waves' worth on 132 SMs: CTAs that count in any order
+    src = rng.standard_normal(blocks * THREADS).astype(np.float32)
+    partial = cuda.to_device(np.full(src.size, np.nan, np.float32))
+    count = cuda.to_device(np.zeros(1, np.int32))
+    out = cuda.to_device(np.full(THREADS, np.nan, np.float32))
+    cuda.jit(last_block_kernel)[blocks, THREADS](cuda.to_device(src), partial, count, out)
+    want = np.zeros(THREADS, np.float32)
+    for b in range(blocks):                         # the same order of float32 adds as the kernel's
+        want += src[b * THREADS:(b + 1) * THREADS] * np.float32(2)
+    np.testing.assert_array_equal(out.copy_to_host(), want)
+    assert count.copy_to_host()[0] == blocks

@@ -34,6 +34,13 @@ def acq_rel_cluster(api):
     tick(th)
 
 
+def acq_rel_gpu(api):
+    """A GPU-scope acquire-release fence. The simulator keeps global memory sequentially consistent, so it
+    orders nothing more; it costs the thread a step like any instruction."""
+    th = enter(api)
+    tick(th)
+
+
 def tensormap_acquire(tmap_ptr, api):
     """Acquires a tensor map for TMA: remembered per thread (the TMA issue checks it). A generic
     pointer to 128 bytes of global memory is accepted too (the fence reads nothing)."""
