@@ -75,10 +75,10 @@ def fence_acq_rel_cluster():
 def fence_acq_rel_gpu():
     """An acquire-release fence at GPU scope: before a relaxed atomic or flag write it releases this thread's
     accesses, and the ones a block barrier made this thread observe, to every thread of the GPU; after an atomic or
-    flag read it acquires what the writer released. A lighter fence than ``cuda.threadfence()`` (``fence.sc.gpu``: MEMBAR.SC.GPU; this one MEMBAR.ALL.GPU, not timed)
-    for the "last CTA to arrive" pattern: every thread stores, a block barrier, then one thread fences, counts
-    (``cuda.atomic.add``) and fences again, and a block barrier hands the count (and what it acquired) to the
-    others."""
+    flag read it acquires what the writer released. A lighter fence than ``cuda.threadfence()`` (``fence.sc.gpu``,
+    MEMBAR.SC.GPU; this one is MEMBAR.ALL.GPU; the difference not timed) for the "last CTA to arrive" pattern: every
+    thread stores, a block barrier, then one thread fences, counts (``cuda.atomic.add``) and fences again, and a
+    block barrier hands the count (and what it acquired) to the others."""
     _sim.acq_rel_gpu("fence_acq_rel_gpu")
 
 
