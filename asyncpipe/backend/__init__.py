@@ -59,6 +59,9 @@ class Backend(Protocol):
     def launch(self, kernel, grid, block, *args, cluster=None, shared_mem=0, stream=0, nonportable=False):
         """Check and run ``kernel(*args)`` once; return its ``LaunchConfig``."""
 
+    def resident_blocks(self, kernel, block, *args, cluster=None, shared_mem=0, stream=0, nonportable=False) -> int:
+        """How many blocks of ``kernel(*args)`` the device holds at once (whole clusters): a persistent grid's bound."""
+
     def tensor_map_words(self, layout):
         """The 16 ``uint64`` words a kernel receives for the validated ``TiledLayout`` (a device array)."""
 

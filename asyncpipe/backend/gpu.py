@@ -130,6 +130,48 @@ def _set_kernel_attribute(cufunc, attribute: str, value: int, device_id: int) ->
                 f"cuKernelSetAttribute({attribute}={value})")
 
 
+def _opt_in(cufunc, config, info) -> None:
+    """The per-kernel attributes a launch of ``config`` needs, set before it (or before an occupancy query)."""
+    if cufunc.attrs.shared + config.shared_mem > STATIC_SMEM_DEFAULT_MAX:
+        _set_kernel_attribute(cufunc, "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES", config.shared_mem,
+                              info.device_id)
+    if config.cluster is not None and config.nonportable:
+        _set_kernel_attribute(cufunc, "CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED", 1, info.device_id)
+
+
+def resident_blocks(kernel, block, *args, cluster=None, shared_mem: int = 0, stream=0,
+                    nonportable: bool = False) -> int:
+    """``asyncpipe.host.resident_blocks`` on the GPU: the driver's occupancy calculator for the compiled
+    ``kernel(*args)`` (its registers, its static and ``shared_mem`` bytes of dynamic shared memory):
+    ``cuOccupancyMaxActiveBlocksPerMultiprocessor`` times the SMs, or with ``cluster``
+    ``cuOccupancyMaxActiveClusters`` times the cluster's CTAs (a cluster lives inside one GPC, and a GPC's
+    SMs need not divide by the cluster size, so this can be fewer than the SMs allow one by one)."""
+    from cuda.core import LaunchConfig as CoreLaunchConfig
+    from numba.cuda.cudadrv.driver import _to_core_stream
+
+    check_kernel(kernel, API)
+    info = device_info(API)
+    config = check_launch(cluster if cluster is not None else 1, block, cluster, shared_mem, nonportable, device=info)
+    cufunc = _select_overload(kernel, args, API)._codelibrary.get_cufunc()
+    check_compiled(config, cufunc.attrs.shared, cufunc.attrs.maxthreads, info)
+    _opt_in(cufunc, config, info)
+    occupancy = cufunc.kernel.occupancy
+    if config.cluster is None:
+        per_sm = occupancy.max_active_blocks_per_multiprocessor(config.threads_per_block, config.shared_mem)
+        blocks, what = per_sm * info.sm_count, "cuOccupancyMaxActiveBlocksPerMultiprocessor"
+    else:
+        core_config = CoreLaunchConfig(grid=config.clusters, cluster=config.cluster, block=config.block,
+                                       shmem_size=config.shared_mem)
+        clusters = occupancy.max_active_clusters(core_config, stream=_to_core_stream(stream))
+        blocks, what = clusters * config.cluster_size, "cuOccupancyMaxActiveClusters"
+    check(blocks > 0, API, f"at least one block{' cluster' if config.cluster else ''} of the kernel must fit on one "
+          f"{'GPC' if config.cluster else 'SM'} (threads, registers, shared memory)",
+          f"0 resident for {config.threads_per_block} threads, {cufunc.attrs.regs} registers, "
+          f"{cufunc.attrs.shared} + {config.shared_mem} bytes of shared memory"
+          + (f", clusters of {config.cluster_size}" if config.cluster else ""), what)
+    return blocks
+
+
 def prepare_launch(kernel, grid, block, *args, cluster=None, shared_mem: int = 0, stream=0,
                    nonportable: bool = False, keep=(), once: bool = False) -> PreparedLaunch:
     """``asyncpipe.host.prepare_launch`` on the GPU: check, compile, opt in and marshal once. ``once``: a
@@ -148,12 +190,7 @@ def prepare_launch(kernel, grid, block, *args, cluster=None, shared_mem: int = 0
     cufunc = kern._codelibrary.get_cufunc()
     check_compiled(config, cufunc.attrs.shared, cufunc.attrs.maxthreads, info)
 
-    # --- opt-ins: per kernel and device, before the launch that needs them ----------------------
-    if cufunc.attrs.shared + config.shared_mem > STATIC_SMEM_DEFAULT_MAX:
-        _set_kernel_attribute(cufunc, "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES", config.shared_mem,
-                              info.device_id)
-    if config.cluster is not None and config.nonportable:
-        _set_kernel_attribute(cufunc, "CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED", 1, info.device_id)
+    _opt_in(cufunc, config, info)
 
     # --- arguments, as numba's _Kernel.launch marshals them --------------------------------------
     core_stream = _to_core_stream(stream)
@@ -259,6 +296,9 @@ class GpuBackend:
 
     def launch(self, kernel, grid, block, *args, **options):
         return launch(kernel, grid, block, *args, **options)
+
+    def resident_blocks(self, kernel, block, *args, **options) -> int:
+        return resident_blocks(kernel, block, *args, **options)
 
     def tensor_map_words(self, layout: TiledLayout):
         return tensor_map_words(layout)

@@ -8,7 +8,8 @@ Host code only: never imported inside kernels.
 """
 
 from .device import DeviceInfo, check_cc, device_info, require_cc
-from .launch import LaunchConfig, as_dim3, check_compiled, check_kernel, check_launch, check_shared_mem, launch
+from .launch import (LaunchConfig, as_dim3, check_compiled, check_kernel, check_launch, check_shared_mem, launch,
+                     persistent_grid, resident_blocks)
 
 __all__ = [
     "DeviceInfo",
@@ -21,7 +22,9 @@ __all__ = [
     "check_shared_mem",
     "device_info",
     "launch",
+    "persistent_grid",
     "require_cc",
+    "resident_blocks",
     "TensorMap",
 ]
 from .tensor_map import TensorMap  # noqa: E402,F401

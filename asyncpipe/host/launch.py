@@ -17,6 +17,8 @@ runs the kernel; in the simulator, asyncpipe's CPU engine runs it after the same
 
 from __future__ import annotations
 
+import math
+
 from ..backend import current
 from ..backend.gpu import _select_overload, _set_kernel_attribute, check_kernel  # noqa: F401  (re-exported)
 from ..spec.launch import (API, Dim3, LaunchConfig, LaunchSequence, PreparedLaunch, as_dim3,  # noqa: F401
@@ -55,3 +57,27 @@ def launch(kernel, grid, block, *args, cluster=None, shared_mem: int = 0, stream
     """
     return current().launch(kernel, grid, block, *args, cluster=cluster, shared_mem=shared_mem, stream=stream,
                             nonportable=nonportable)
+
+
+def resident_blocks(kernel, block, *args, cluster=None, shared_mem: int = 0, stream=0, nonportable: bool = False) -> int:
+    """How many blocks of ``kernel(*args)`` on ``block`` threads, with ``shared_mem`` bytes of dynamic shared
+    memory and in clusters of ``cluster``, the device holds at once: the most a persistent grid (blocks that loop
+    over the work) may launch, since the blocks past it would wait for the first ones to exit and run as a second
+    wave. A multiple of the cluster size. Compiles the kernel for ``args`` as a launch would.
+
+    With clusters this is the driver's ``cuOccupancyMaxActiveClusters``, which can be fewer than the SMs divided
+    by the cluster size: a cluster's CTAs share one GPC, and a GPC's SMs need not divide by the cluster
+    (``sm_count // 4`` clusters of 4 do not all fit at once on an H100's 132 SMs when every CTA needs an SM).
+    In the simulator: the occupancy rules by threads, blocks and shared memory per SM, without GPCs or registers.
+    Errors as ``launch``'s, and one when not even one block or cluster fits."""
+    return current().resident_blocks(kernel, block, *args, cluster=cluster, shared_mem=shared_mem, stream=stream,
+                                     nonportable=nonportable)
+
+
+def persistent_grid(kernel, units: int, block, *args, cluster=None, shared_mem: int = 0, stream=0) -> int:
+    """The grid, in blocks, of a persistent ``kernel(*args)`` whose clusters (or blocks, without ``cluster``) loop
+    over ``units`` units of work, one unit per cluster at a time: as many clusters as there are units, but no more
+    than the device holds at once (``resident_blocks``)."""
+    size = math.prod(as_dim3(cluster, "cluster", API)) if cluster is not None else 1
+    resident = resident_blocks(kernel, block, *args, cluster=cluster, shared_mem=shared_mem, stream=stream) // size
+    return max(1, min(int(units), resident)) * size

@@ -249,7 +249,7 @@ def slice_workspace(cta_tiles: int, block_n: int, k_slices: int, split_k: int) -
 def _plan(a, sa, b, sb, out, stages, block_n, cluster, split_k, k_slices, stream):
     """Every check, the tensor maps, the grid and the marshalled launch of one problem."""
     from ..host import device_info
-    from ..host.launch import prepare_launch
+    from ..host.launch import persistent_grid, prepare_launch
     from ..spec.device import check_cc
 
     (aa, at), (saa, sat), (ba, bt), (sba, sbt), (da, dt) = (_view(nm, x) for nm, x in
@@ -281,19 +281,18 @@ def _plan(a, sa, b, sb, out, stages, block_n, cluster, split_k, k_slices, stream
     tma_a = cached_tensor_map(aa, (FK.BM // cn, FK.BK), dtype="uint8", swizzle="128B")
     tma_b = cached_tensor_map(ba, (block_n // cm, FK.BK), dtype="uint8", swizzle="128B")
     tma_sa = cached_tensor_map(sa_t, (1, FK.BM), dtype="float32")
-    # cluster tiles (CM * 128) x (CN * block_n); persistent: at most one cluster per CLUSTER SMs
+    # cluster tiles (CM * 128) x (CN * block_n); persistent: as many clusters as the GPU holds at once
     tiles_m, tiles_n = math.ceil(M / (FK.BM * cm)), math.ceil(N / (block_n * cn))
     k_slices = int(k_slices or 1)
-    clusters = max(1, min(tiles_m * tiles_n * k_slices, info.sm_count // (cm * cn)))
     words = da.reshape(M * N).view(np.uint32)
     ws, counters = slice_workspace(tiles_m * cm * tiles_n * cn, block_n, k_slices, split_k)
     kernel = _jit(block_n, int(stages), (cm, cn), split_k, k_slices)
-    return prepare_launch(kernel, clusters * cm * cn, FK.THREADS, tma_a, tma_b, tma_sa, sba.reshape(sba.size), words,
-                          ws, counters, np.int32(M),
-                          np.int32(N), np.int32(K), np.int32(tiles_m), np.int32(tiles_n),
-                          cluster=cm * cn if cm * cn > 1 else None,
-                          shared_mem=FK.shared_bytes(block_n, int(stages), split_k),
-                          stream=stream, keep=(tma_a, tma_b, tma_sa, ws, counters))
+    args = (tma_a, tma_b, tma_sa, sba.reshape(sba.size), words, ws, counters, np.int32(M), np.int32(N), np.int32(K),
+            np.int32(tiles_m), np.int32(tiles_n))
+    launch = dict(cluster=cm * cn if cm * cn > 1 else None, shared_mem=FK.shared_bytes(block_n, int(stages), split_k),
+                  stream=stream)
+    grid = persistent_grid(kernel, tiles_m * tiles_n * k_slices, FK.THREADS, *args, **launch)
+    return prepare_launch(kernel, grid, FK.THREADS, *args, **launch, keep=(tma_a, tma_b, tma_sa, ws, counters))
 
 
 # ------------------------------------------------------------------------------------------------

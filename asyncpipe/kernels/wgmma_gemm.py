@@ -473,7 +473,7 @@ def _plan(A, B, C, stages, block_n, cluster, b_transposed, epilogue, stream):
     """Every check, the tensor maps, the grid and the marshalled launch of one problem (a
     ``PreparedLaunch``, kept in ``_plans`` for the next call with the same arrays and options)."""
     from ..host import device_info
-    from ..host.launch import prepare_launch
+    from ..host.launch import persistent_grid, prepare_launch
 
     a, b, c = _matrix("A", A), _matrix("B", B), _matrix("C", C)
     info = device_info(API)
@@ -491,14 +491,14 @@ def _plan(A, B, C, stages, block_n, cluster, b_transposed, epilogue, stream):
                               "float32", swizzle="128B") if epilogue == "tma" else tma_a
     tiles_m = math.ceil(M / (BM * cluster))
     tiles_n = math.ceil(N / block_n)
-    clusters = max(1, min(tiles_m * tiles_n, info.sm_count // cluster))
     flat = c.reshape(M * N)
     out = flat.view(np.uint32) if c_bf16 else flat
     kernel = _jit(block_n, int(stages), cluster, ab, bool(b_transposed), c_bf16, epilogue)
-    return prepare_launch(kernel, clusters * cluster, THREADS, tma_a, tma_b, tma_c, out, np.int32(M), np.int32(N),
-                          np.int32(K), np.int32(tiles_m), np.int32(tiles_n), cluster=cluster if cluster > 1 else None,
-                          shared_mem=shared_bytes(block_n, int(stages), epilogue), stream=stream,
-                          keep=(tma_a, tma_b, tma_c))
+    args = (tma_a, tma_b, tma_c, out, np.int32(M), np.int32(N), np.int32(K), np.int32(tiles_m), np.int32(tiles_n))
+    launch = dict(cluster=cluster if cluster > 1 else None, shared_mem=shared_bytes(block_n, int(stages), epilogue),
+                  stream=stream)
+    grid = persistent_grid(kernel, tiles_m * tiles_n, THREADS, *args, **launch)
+    return prepare_launch(kernel, grid, THREADS, *args, **launch, keep=(tma_a, tma_b, tma_c))
 
 
 def benchmark(n: int, *, stages: int = 4, block_n: int = 256, cluster: int = 2, b_transposed: bool = False,
