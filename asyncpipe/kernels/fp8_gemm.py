@@ -178,7 +178,10 @@ def choose_cluster(m: int, n: int, block_n: int, sm_count: int) -> tuple:
     128 or more, the CTAs of adjacent N tiles share A ((1, 2): +9 % at 64 x 24576 x 1536 with 192-wide tiles);
     with 128-wide tiles over several M tiles two CTAs share B ((2, 1): up to +5 %); otherwise none (192-wide tiles
     at large M ran 2-5 % slower in clusters, and a 2 x 1 cluster at M <= 128 is a CTA with nothing to do). 2 x 2
-    clusters ran at 0.3-0.6x and are never chosen."""
+    clusters are never chosen: they ran at 0.3-0.6x when the grid was 33 clusters of 4 and only 30 fit at once (a
+    second wave; the grid is now ``persistent_grid``'s), and at 0.72-1.02x the 1 x 1 cluster's speed since (0.87-0.96x
+    at 4096^3 and 8192^3; H100, 2026-12-06, ``bench/h100_fp8_sweep_cecde71.jsonl``, where (2, 1) and (1, 2) too ran
+    below (1, 1) at M >= 512 but for 128-wide tiles at 4096 x 2112 x 7168)."""
     if block_n >= 128 and m <= FK.BM:
         return (1, 2)
     return (2, 1) if block_n == 128 else (1, 1)
