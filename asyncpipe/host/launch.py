@@ -68,7 +68,7 @@ def resident_blocks(kernel, block, *args, cluster=None, shared_mem: int = 0, str
     With clusters this is the driver's ``cuOccupancyMaxActiveClusters``, which can be fewer than the SMs divided
     by the cluster size: a cluster's CTAs share one GPC, and a GPC's SMs need not divide by the cluster
     (``sm_count // 4`` clusters of 4 do not all fit at once on an H100's 132 SMs when every CTA needs an SM).
-    In the simulator: the occupancy rules by threads, blocks and shared memory per SM, without GPCs or registers.
+    In the simulator: one block per simulated SM (``ASYNCPIPE_SIM_SMS``; it knows no registers), in whole clusters.
     Errors as ``launch``'s, and one when not even one block or cluster fits."""
     return current().resident_blocks(kernel, block, *args, cluster=cluster, shared_mem=shared_mem, stream=stream,
                                      nonportable=nonportable)

@@ -118,7 +118,7 @@ def check_fp8_gemm(a_shape, a_dtype, sa_shape, sa_strides, sa_dtype, b_shape, b_
           f"stages x (stage bytes + 2 barriers) + {FK.SMEM_ALIGN} alignment slack + {FK.SLICES_IN_BYTES} (k_slices' "
           "count)" + (" + split_k 2's 64 x block_n fp32 sums" if reduce else "") +
           f" must fit the {smem_limit} bytes of shared memory per block",
-          f"{stages} x ({FK.stage_bytes(block_n)} + {2 * FK.BARRIER_BYTES}) + {FK.SMEM_ALIGN} + {FK.SLICES_IN_BYTES}"
+          f"{stages} x ({FK.stage_bytes(block_n, split_k)} + {2 * FK.BARRIER_BYTES}) + {FK.SMEM_ALIGN} + {FK.SLICES_IN_BYTES}"
           + (f" + {reduce}" if reduce else "") + f" = {need} bytes (at most "
           f"{FK.max_stages(block_n, smem_limit, split_k)} stages fit)",
           "CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN")
@@ -207,7 +207,7 @@ def fp8_gemm(a, sa, b, sb, out=None, *, stages=None, block_n=None, cluster=None,
              stream=0):
     """D = (A * sa) (B * sb)^T in bf16 (see the module doc); returns ``out``. ``block_n``: the tile's width, one of
     ``fp8_gemm_kernel.BLOCK_NS``, by default ``choose_block_n``'s. ``stages``: ring depth, by default the most
-    that fit (``fp8_gemm_kernel.max_stages``: 6 at 128 wide on the H200, 8 at 64). ``cluster``: (CM, CN), one of
+    that fit (``fp8_gemm_kernel.max_stages``: 6 at 128 wide on the H200, 9 at 64, 12 at 64 with split_k 2). ``cluster``: (CM, CN), one of
     ``fp8_gemm_kernel.CLUSTERS``: CM CTAs along M share each B tile and CN along N each A tile, every CTA
     loading its share and multicasting it (TMA multicast: less L2 traffic); by default ``choose_cluster``'s.
     ``split_k``: 2 gives a tile's two consumer warpgroups the same 64 rows, each the k-blocks of every other ring
@@ -281,7 +281,7 @@ def _plan(a, sa, b, sb, out, stages, block_n, cluster, split_k, k_slices, stream
     # A's scales as TMA sees them: the K-block-major KB x M view (row pitch ld), one box = 128 rows' scales
     sa_t = StridedView(saa, (kb, M), (SCALE_ITEM * ld, SCALE_ITEM), "<f4")
     # each CTA of a cluster loads 1/CN of its A tile's rows and 1/CM of its B tile's (and multicasts them)
-    tma_a = cached_tensor_map(aa, (FK.BM // cn, FK.BK), dtype="uint8", swizzle="128B")
+    tma_a = cached_tensor_map(aa, (FK.a_rows(split_k) // cn, FK.BK), dtype="uint8", swizzle="128B")
     tma_b = cached_tensor_map(ba, (block_n // cm, FK.BK), dtype="uint8", swizzle="128B")
     tma_sa = cached_tensor_map(sa_t, (1, FK.BM), dtype="float32")
     # cluster tiles (CM * 128) x (CN * block_n); persistent: as many clusters as the GPU holds at once

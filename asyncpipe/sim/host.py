@@ -33,28 +33,20 @@ def launch(kernel, grid, block, *args, cluster=None, shared_mem: int = 0, stream
     return config
 
 
-THREADS_PER_SM = 2048           # sm_80 and sm_90: the most resident threads of one SM
-BLOCKS_PER_SM = 32              # ... and blocks
-RESERVED_SHARED_PER_BLOCK = 1024    # what the driver keeps of each block's shared memory on sm_80+ (ncu: "Driver
-                                    # Shared Memory Per Block 1.02 KB" on the H100)
-
-
 def resident_blocks(kernel, block, *args, cluster=None, shared_mem: int = 0, stream=0, nonportable: bool = False):
-    """``asyncpipe.host.resident_blocks`` in the simulator: the same checks as a launch of one cluster, then the
-    occupancy rules of the simulated device by threads, blocks and shared memory per SM (registers are not
-    simulated, nor GPCs: the GPU's answer for clusters can be lower, see the GPU backend), in whole clusters."""
+    """``asyncpipe.host.resident_blocks`` in the simulator: the same checks as a launch of one cluster, then one
+    block per simulated SM (``ASYNCPIPE_SIM_SMS``), in whole clusters. The simulator knows no registers, so it
+    cannot tell how many blocks would share an SM; one each keeps a persistent grid as small as the SM count says,
+    which is what that setting is for (fewer CTAs to simulate, each walking more units)."""
     from numba.cuda.simulator.kernel import FakeCUDAKernel
 
     check(isinstance(kernel, FakeCUDAKernel) and not kernel._device, API,
           "kernel must be a numba @cuda.jit kernel (not a device function or a Python function)",
           type(kernel).__name__, "numba.cuda.jit")
-    static = _static_shared(kernel, API)
     info = sim_device_info()
     config = check_launch(cluster if cluster is not None else 1, block, cluster, shared_mem, nonportable, device=info,
-                          static_shared=static)
-    per_sm = min(BLOCKS_PER_SM, THREADS_PER_SM // config.threads_per_block,
-                 info.max_shared_per_sm // (static + config.shared_mem + RESERVED_SHARED_PER_BLOCK))
-    return per_sm * info.sm_count // config.cluster_size * config.cluster_size
+                          static_shared=_static_shared(kernel, API))
+    return info.sm_count // config.cluster_size * config.cluster_size
 
 
 PLAIN_API = "kernel[grid, block, stream, shared]"
