@@ -31,6 +31,8 @@ def _load(path: str):
         _without_split_k(mod)
     if not hasattr(mod, "MAX_KSLICES"):      # ... and from before k_slices: k_slices 1, launched without ws, counters
         _without_k_slices(mod)
+    if not hasattr(mod, "a_rows"):           # ... and from before split_k 2's 64-row stages: A's box is the tile's
+        mod.a_rows = lambda ksplit=1: mod.BM
     return mod
 
 

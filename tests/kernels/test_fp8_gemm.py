@@ -458,6 +458,17 @@ def test_fp8_gemm_quantized_gpu(shape, outliers, rng):
 
 @pytest.mark.gpu
 @pytest.mark.hopper
+@pytest.mark.parametrize("block_n, stages, cluster", [(64, 12, (1, 1)), (64, 2, (1, 1)), (64, 12, (1, 2)),
+                                                     (128, 6, (1, 2)), (64, 10, (2, 1)), (128, 4, (2, 2))], ids=_ids)
+def test_fp8_gemm_split_k_stages_gpu(block_n, stages, cluster, rng):
+    """split_k 2 at 40 x 520 x 2320 (M <= 64): the stages hold A's 64 rows, so 12 fit at 64 wide; in clusters along
+    N each CTA loads 64 / CN of them and multicasts its share; partial tiles along N and K."""
+    a, sa, b, sb = G.random_operands(rng, 40, 520, 2320)
+    assert within_bound(run_gpu(a, sa, b, sb, stages, block_n, cluster, split_k=2, k_slices=1), a, sa, b, sb)
+
+
+@pytest.mark.gpu
+@pytest.mark.hopper
 @pytest.mark.parametrize("block_n, stages, cluster", [(128, 2, (1, 1)), (128, 4, (1, 1)), (64, 3, (1, 1)),
                                                      (64, 8, (1, 1)), (128, 2, (2, 1)), (64, 8, (1, 2)),
                                                      (128, 6, (2, 2)), (64, 4, (2, 2)), (192, 5, (1, 1)),
