@@ -32,7 +32,9 @@ def _load(path: str):
     if not hasattr(mod, "MAX_KSLICES"):      # ... and from before k_slices: k_slices 1, launched without ws, counters
         _without_k_slices(mod)
     if not hasattr(mod, "a_rows"):           # ... and from before split_k 2's 64-row stages: A's box is the tile's
+        bytes_of = mod.stage_bytes
         mod.a_rows = lambda ksplit=1: mod.BM
+        mod.stage_bytes = lambda block_n, ksplit=1: bytes_of(block_n)
     return mod
 
 
