@@ -59,7 +59,8 @@ def launch(kernel, grid, block, *args, cluster=None, shared_mem: int = 0, stream
                             nonportable=nonportable)
 
 
-def resident_blocks(kernel, block, *args, cluster=None, shared_mem: int = 0, stream=0, nonportable: bool = False) -> int:
+def resident_blocks(kernel, block, *args, cluster=None, shared_mem: int = 0, stream=0,
+                    nonportable: bool = False) -> int:
     """How many blocks of ``kernel(*args)`` on ``block`` threads, with ``shared_mem`` bytes of dynamic shared
     memory and in clusters of ``cluster``, the device holds at once: the most a persistent grid (blocks that loop
     over the work) may launch, since the blocks past it would wait for the first ones to exit and run as a second

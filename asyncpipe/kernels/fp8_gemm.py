@@ -118,7 +118,8 @@ def check_fp8_gemm(a_shape, a_dtype, sa_shape, sa_strides, sa_dtype, b_shape, b_
           f"stages x (stage bytes + 2 barriers) + {FK.SMEM_ALIGN} alignment slack + {FK.SLICES_IN_BYTES} (k_slices' "
           "count)" + (" + split_k 2's 64 x block_n fp32 sums" if reduce else "") +
           f" must fit the {smem_limit} bytes of shared memory per block",
-          f"{stages} x ({FK.stage_bytes(block_n, split_k)} + {2 * FK.BARRIER_BYTES}) + {FK.SMEM_ALIGN} + {FK.SLICES_IN_BYTES}"
+          f"{stages} x ({FK.stage_bytes(block_n, split_k)} + {2 * FK.BARRIER_BYTES}) + {FK.SMEM_ALIGN} + "
+          f"{FK.SLICES_IN_BYTES}"
           + (f" + {reduce}" if reduce else "") + f" = {need} bytes (at most "
           f"{FK.max_stages(block_n, smem_limit, split_k)} stages fit)",
           "CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN")
@@ -207,8 +208,9 @@ def fp8_gemm(a, sa, b, sb, out=None, *, stages=None, block_n=None, cluster=None,
              stream=0):
     """D = (A * sa) (B * sb)^T in bf16 (see the module doc); returns ``out``. ``block_n``: the tile's width, one of
     ``fp8_gemm_kernel.BLOCK_NS``, by default ``choose_block_n``'s. ``stages``: ring depth, by default the most
-    that fit (``fp8_gemm_kernel.max_stages``: 6 at 128 wide on the H200, 9 at 64, 12 at 64 with split_k 2). ``cluster``: (CM, CN), one of
-    ``fp8_gemm_kernel.CLUSTERS``: CM CTAs along M share each B tile and CN along N each A tile, every CTA
+    that fit (``fp8_gemm_kernel.max_stages``: 6 at 128 wide on the H200, 9 at 64, 12 at 64 with split_k 2).
+    ``cluster``: (CM, CN), one of ``fp8_gemm_kernel.CLUSTERS``: CM CTAs along M share each B tile and CN along N
+    each A tile, every CTA
     loading its share and multicasting it (TMA multicast: less L2 traffic); by default ``choose_cluster``'s.
     ``split_k``: 2 gives a tile's two consumer warpgroups the same 64 rows, each the k-blocks of every other ring
     slot, summed at the end through shared memory (M <= 64, block_n <= 128, stages even); by default 2 where it

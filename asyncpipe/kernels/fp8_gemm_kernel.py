@@ -39,7 +39,8 @@ its sums to shared memory past the ring (64 x BN fp32, word i * 128 + t) and arr
 warpgroup 1 waits there, adds them and stores the tile, then arrives on named barrier 2, which warpgroup 2 waits
 on before it writes the next tile's. A stage then holds A's 64 rows only (``a_rows``), not 128 of which 64 would be
 TMA's zeros: 17 KB instead of 25 at 64 wide, 12 stages instead of 8, so more of B is in flight where the loads wait
-on DRAM (at 64 x 7168 x 8192 on an H100: 45 us with 2 stages, 35 with 8).
+on DRAM (at 64 x 7168 x 8192 on an H100: 45 us with 2 stages, 35 with 8; the 12 of 17 KB ran 1.10-1.25x the 8
+of 25 KB at M = 64, bench/h100_fp8_ab_split_k_stages_bb1573f.json).
 
 **Few tiles: K slices.** At 64 x 2112 x 7168 the 64-wide tiles are 33, a quarter of the H200's SMs, each walking
 all 56 k-blocks: the GPU idles while B's 15 MB could stream in a fifth of the time. With KSLICES S the persistent walk

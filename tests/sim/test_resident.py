@@ -38,7 +38,8 @@ def test_persistent_grid_is_the_units_or_the_resident_clusters():
 
 @pytest.mark.parametrize("call, message", [
     (lambda: resident_blocks(lambda x: x, 128, np.zeros(1)), "kernel must be a numba @cuda.jit kernel"),
-    (lambda: resident_blocks(kernel, 2048, np.zeros(1)), r"block must be at most \(1024, 1024, 64\).*got \(2048, 1, 1\)"),
+    (lambda: resident_blocks(kernel, 2048, np.zeros(1)),
+     r"block must be at most \(1024, 1024, 64\).*got \(2048, 1, 1\)"),
     (lambda: resident_blocks(kernel, 128, np.zeros(1), shared_mem=300 * 1024), r"at most 232448 bytes.*307200 dynamic"),
     (lambda: resident_blocks(kernel, 128, np.zeros(1), cluster=9), r"a cluster holds at most 8 CTAs.*= 9 CTAs"),
 ])
