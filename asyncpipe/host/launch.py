@@ -71,7 +71,7 @@ def resident_blocks(kernel, block, *args, cluster=None, shared_mem: int = 0, str
     (``sm_count // 4`` clusters of 4 do not all fit at once on an H100's 132 SMs when every CTA needs an SM).
     In the simulator: one block per simulated SM (``ASYNCPIPE_SIM_SMS``; it knows no registers), in whole clusters.
     Errors as ``launch``'s, and on the GPU one when not even one block or cluster fits (the simulator then answers
-    0, and ``persistent_grid`` launches one cluster, as the simulator can run it).
+    0, and ``persistent_grid`` launches one cluster, as the simulator can run it)."""
     return current().resident_blocks(kernel, block, *args, cluster=cluster, shared_mem=shared_mem, stream=stream,
                                      nonportable=nonportable)
 
