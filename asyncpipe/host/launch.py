@@ -76,10 +76,12 @@ def resident_blocks(kernel, block, *args, cluster=None, shared_mem: int = 0, str
                                      nonportable=nonportable)
 
 
-def persistent_grid(kernel, units: int, block, *args, cluster=None, shared_mem: int = 0, stream=0) -> int:
+def persistent_grid(kernel, units: int, block, *args, cluster=None, shared_mem: int = 0, stream=0,
+                    resident: int | None = None) -> int:
     """The grid, in blocks, of a persistent ``kernel(*args)`` whose clusters (or blocks, without ``cluster``) loop
     over ``units`` units of work, one unit per cluster at a time: as many clusters as there are units, but no more
-    than the device holds at once (``resident_blocks``)."""
+    than the device holds at once (``resident_blocks``; ``resident``: its answer for this launch, already asked)."""
     size = math.prod(as_dim3(cluster, "cluster", API)) if cluster is not None else 1
-    resident = resident_blocks(kernel, block, *args, cluster=cluster, shared_mem=shared_mem, stream=stream) // size
-    return max(1, min(int(units), resident)) * size
+    if resident is None:
+        resident = resident_blocks(kernel, block, *args, cluster=cluster, shared_mem=shared_mem, stream=stream)
+    return max(1, min(int(units), resident // size)) * size

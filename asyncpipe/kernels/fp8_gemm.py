@@ -49,7 +49,7 @@ SCALE_ITEM = 4
 
 def check_fp8_gemm(a_shape, a_dtype, sa_shape, sa_strides, sa_dtype, b_shape, b_dtype, sb_shape, sb_dtype,
                    d_shape, d_dtype, *, contiguous, addresses, stages, block_n, smem_limit, cluster=(1, 1),
-                   split_k=1, k_slices=1):
+                   split_k=1, k_slices=1, tail_slices=1):
     """Every rule of ``fp8_gemm``'s inputs, with no GPU: shapes as tuples, dtypes as names ("float8_e4m3fn",
     "bfloat16" for torch tensors), ``sa_strides`` in elements, ``contiguous`` a dict name -> bool for A, B, sb
     and D, ``addresses`` name -> device address. Returns ``(M, N, K, ld)`` (``ld``: sa's K-block stride)."""
@@ -112,6 +112,16 @@ def check_fp8_gemm(a_shape, a_dtype, sa_shape, sa_strides, sa_dtype, b_shape, b_
           "walk)", repr(k_slices))
     check(k_slices <= kb, API, "k_slices must be at most ceil(K/128), the k-blocks (every slice takes at least one)",
           f"k_slices = {k_slices} for K = {K} ({kb} k-blocks)")
+    check(isinstance(tail_slices, (int, np.integer)) and not isinstance(tail_slices, bool) and
+          1 <= tail_slices <= FK.MAX_KSLICES, API,
+          f"tail_slices must be an integer in 1..{FK.MAX_KSLICES} (the K slices of each tile of the persistent walk's "
+          "last, partial round)", repr(tail_slices))
+    check(tail_slices <= kb, API,
+          "tail_slices must be at most ceil(K/128), the k-blocks (every slice takes at least one)",
+          f"tail_slices = {tail_slices} for K = {K} ({kb} k-blocks)")
+    check(k_slices == 1 or tail_slices == 1, API,
+          "k_slices (every tile sliced) and tail_slices (the last round's tiles) exclude each other: one may be above 1",
+          f"k_slices = {k_slices}, tail_slices = {tail_slices}")
     need = FK.block_shared_bytes(block_n, stages, split_k)
     reduce = FK.reduce_bytes(block_n, split_k)
     check(need <= smem_limit, API,
@@ -204,8 +214,36 @@ def choose_k_slices(m: int, n: int, k: int, block_n: int, cluster: tuple, sm_cou
     return max(1, min(FK.MAX_KSLICES, slots // cluster_tiles, k_blocks(k) // MIN_SLICE_K_BLOCKS))
 
 
+def choose_tail_slices(m: int, n: int, k: int, block_n: int, cluster: tuple, sm_count: int) -> int:
+    """A ``tail_slices`` that fills the last round: with T cluster tiles on P slots (SMs over the cluster size) and a
+    last round of r = T % P tiles, as many slices as fill P with r S units, each of at least ``MIN_SLICE_K_BLOCKS``
+    k-blocks (4096^3 at 192 wide: 704 tiles on 132 SMs, 44 in the last round, 3 slices); 1 where the tiles fill
+    whole rounds, make one round (``choose_k_slices``' case) or the last round is more than half full.
+
+    Not ``fp8_gemm``'s default, by measurement: on an H100 (2026-12-06, ``bench/h100_fp8_tail_sweep_*.json``) this
+    count ran 0.96-0.99x the unsliced walk at the bench's default configurations (4096^3: 0.985x, where the rounds
+    promised 1.12x: the SMs of a short last round run faster, as the sgemm's split last wave found) and 1.09x only
+    with 128-wide tiles at 4096 x 2112 x 7168 (56 k-blocks a tile, 4.1 rounds), which the 192-wide tiles beat
+    unsliced."""
+    cm, cn = cluster
+    tiles = math.ceil(m / (FK.BM * cm)) * math.ceil(n / (block_n * cn))
+    slots = max(1, sm_count // (cm * cn))
+    tail = tiles % slots
+    if tiles <= slots or tail == 0:
+        return 1
+    return max(1, min(FK.MAX_KSLICES, slots // tail, k_blocks(k) // MIN_SLICE_K_BLOCKS))
+
+
+def walked_whole(tiles: int, slots: int, k_slices: int, tail_slices: int) -> int:
+    """The cluster tiles the persistent walk takes whole before the sliced ones: all of them without slices, none
+    with ``k_slices``, and with ``tail_slices`` those of the full rounds on ``slots`` resident clusters."""
+    if tail_slices > 1:
+        return tiles // slots * slots
+    return 0 if k_slices > 1 else tiles
+
+
 def fp8_gemm(a, sa, b, sb, out=None, *, stages=None, block_n=None, cluster=None, split_k=None, k_slices=None,
-             stream=0):
+             tail_slices=None, stream=0):
     """D = (A * sa) (B * sb)^T in bf16 (see the module doc); returns ``out``. ``block_n``: the tile's width, one of
     ``fp8_gemm_kernel.BLOCK_NS``, by default ``choose_block_n``'s. ``stages``: ring depth, by default the most
     that fit (``fp8_gemm_kernel.max_stages``: 6 at 128 wide on the H200, 9 at 64, 12 at 64 with split_k 2).
@@ -217,7 +255,11 @@ def fp8_gemm(a, sa, b, sb, out=None, *, stages=None, block_n=None, cluster=None,
     may be. ``k_slices``: S splits each tile's k-blocks into S units that different CTAs run, the last to finish
     adding the others' fp32 sums (through a workspace the plan keeps: launches of one plan must not overlap, which
     launches on one stream never do); by default ``choose_k_slices``'. The result does not depend on S's schedule:
-    the slices are always added in the same order."""
+    the slices are always added in the same order. ``tail_slices``: S slices of only the tiles of the persistent
+    walk's last, partial round (stream-K's remedy for wave quantization: the tiles that would keep a few SMs busy
+    while the rest idle become S times as many units of 1/S of a tile; ``choose_tail_slices`` gives the S that fills
+    the round); by default 1 (measured: it rarely pays, see ``choose_tail_slices``). At most one of the two is
+    above 1."""
     if out is None:
         aa, _ = _view("A", a)
         ba, _ = _view("B", b)
@@ -230,8 +272,9 @@ def fp8_gemm(a, sa, b, sb, out=None, *, stages=None, block_n=None, cluster=None,
         else:
             out = cuda.device_array((m, n), np.uint16, stream=stream or 0)
     key = (array_key(a), array_key(sa), array_key(b), array_key(sb), array_key(out),
-           *option_key(stages, block_n, cluster, split_k, k_slices), id(stream) if stream else 0)
-    run_plan(_plans, key, lambda: _plan(a, sa, b, sb, out, stages, block_n, cluster, split_k, k_slices, stream))
+           *option_key(stages, block_n, cluster, split_k, k_slices, tail_slices), id(stream) if stream else 0)
+    run_plan(_plans, key, lambda: _plan(a, sa, b, sb, out, stages, block_n, cluster, split_k, k_slices, tail_slices,
+                                        stream))
     return out
 
 
@@ -245,16 +288,16 @@ def _jit(block_n, stages, cluster, split_k=1, k_slices=1):
 
 
 def slice_workspace(cta_tiles: int, block_n: int, k_slices: int, split_k: int) -> tuple:
-    """k_slices' fp32 workspace and one int32 counter per CTA tile, zero (every launch leaves them zero): a plan's
-    own (one word each without k_slices)."""
-    ws = cuda.device_array(FK.workspace_words(cta_tiles, block_n, k_slices, split_k), np.float32)
-    return ws, cuda.to_device(np.zeros(cta_tiles if k_slices > 1 else 1, np.int32))
+    """The slices' fp32 workspace and one int32 counter per sliced CTA tile (``cta_tiles``), zero (every launch leaves
+    them zero): a plan's own (one word each without slices)."""
+    ws = cuda.device_array(max(1, FK.workspace_words(cta_tiles, block_n, k_slices, split_k)), np.float32)
+    return ws, cuda.to_device(np.zeros(max(1, cta_tiles) if k_slices > 1 else 1, np.int32))
 
 
-def _plan(a, sa, b, sb, out, stages, block_n, cluster, split_k, k_slices, stream):
+def _plan(a, sa, b, sb, out, stages, block_n, cluster, split_k, k_slices, tail_slices, stream):
     """Every check, the tensor maps, the grid and the marshalled launch of one problem."""
     from ..host import device_info
-    from ..host.launch import persistent_grid, prepare_launch
+    from ..host.launch import persistent_grid, prepare_launch, resident_blocks
     from ..spec.device import check_cc
 
     (aa, at), (saa, sat), (ba, bt), (sba, sbt), (da, dt) = (_view(nm, x) for nm, x in
@@ -277,7 +320,7 @@ def _plan(a, sa, b, sb, out, stages, block_n, cluster, split_k, k_slices, stream
         contiguous={k: v.is_c_contiguous() for k, v in arrays.items()},
         addresses={"sa": _address(saa), **{k: _address(v) for k, v in arrays.items()}},
         stages=stages, block_n=block_n, smem_limit=info.max_shared_per_block_optin, cluster=cluster, split_k=split_k,
-        k_slices=1 if k_slices is None else k_slices)
+        k_slices=1 if k_slices is None else k_slices, tail_slices=1 if tail_slices is None else tail_slices)
     cm, cn = (int(v) for v in cluster)
     kb = k_blocks(K)
     # A's scales as TMA sees them: the K-block-major KB x M view (row pitch ld), one box = 128 rows' scales
@@ -288,15 +331,24 @@ def _plan(a, sa, b, sb, out, stages, block_n, cluster, split_k, k_slices, stream
     tma_sa = cached_tensor_map(sa_t, (1, FK.BM), dtype="float32")
     # cluster tiles (CM * 128) x (CN * block_n); persistent: as many clusters as the GPU holds at once
     tiles_m, tiles_n = math.ceil(M / (FK.BM * cm)), math.ceil(N / (block_n * cn))
-    k_slices = int(k_slices or 1)
+    k_slices, tail_slices = int(k_slices or 1), int(tail_slices or 1)
+    slices = max(k_slices, tail_slices)
     words = da.reshape(M * N).view(np.uint32)
-    ws, counters = slice_workspace(tiles_m * cm * tiles_n * cn, block_n, k_slices, split_k)
-    kernel = _jit(block_n, int(stages), (cm, cn), split_k, k_slices)
-    args = (tma_a, tma_b, tma_sa, sba.reshape(sba.size), words, ws, counters, np.int32(M), np.int32(N), np.int32(K),
-            np.int32(tiles_m), np.int32(tiles_n))
+    kernel = _jit(block_n, int(stages), (cm, cn), split_k, slices)
     launch = dict(cluster=cm * cn if cm * cn > 1 else None, shared_mem=FK.shared_bytes(block_n, int(stages), split_k),
                   stream=stream)
-    grid = persistent_grid(kernel, tiles_m * tiles_n * k_slices, FK.THREADS, *args, **launch)
+
+    def arguments(whole, ws, counters):
+        return (tma_a, tma_b, tma_sa, sba.reshape(sba.size), words, ws, counters, np.int32(M), np.int32(N),
+                np.int32(K), np.int32(tiles_m), np.int32(tiles_n), np.int32(whole))
+
+    # the walk: the tiles of the full rounds on the resident clusters whole, then the sliced ones (tail_coords)
+    tiles, size = tiles_m * tiles_n, cm * cn
+    resident = resident_blocks(kernel, FK.THREADS, *arguments(tiles, *slice_workspace(0, block_n, 1, split_k)), **launch)
+    whole = walked_whole(tiles, max(1, resident // size), k_slices, tail_slices)
+    ws, counters = slice_workspace((tiles - whole) * size, block_n, slices, split_k)
+    args = arguments(whole, ws, counters)
+    grid = persistent_grid(kernel, whole + (tiles - whole) * slices, FK.THREADS, *args, **launch, resident=resident)
     return prepare_launch(kernel, grid, FK.THREADS, *args, **launch, keep=(tma_a, tma_b, tma_sa, ws, counters))
 
 
@@ -399,12 +451,13 @@ def bench_configs(sm_count: int = H200_SMS, smem_optin: int = H200_SMEM_OPTIN) -
     return sorted(out)
 
 
-def benchmark(m: int, n: int, k: int, *, stages=None, block_n=None, cluster=None, reps: int = 20,
+def benchmark(m: int, n: int, k: int, *, stages=None, block_n=None, cluster=None, tail_slices=None, reps: int = 20,
               yardsticks: bool = True, operands=None) -> dict:
     """TFLOPS (2 M N K) of ``fp8_gemm`` at m x n x k beside ``torch._scaled_mm`` e4m3 -> bf16 with tensorwise
     and rowwise scales (when torch is installed and ``yardsticks``), measured in the same call; ``kernel`` names
     fp8 and gemm, the tile width, the stages and the cluster (e.g. ``fp8_gemm_e4m3_blockscaled_bn128_sauto_c2x1``).
-    ``operands``: ``random_operands``' four host arrays, to reuse them across configurations."""
+    ``operands``: ``random_operands``' four host arrays, to reuse them across configurations; ``tail_slices`` as
+    ``fp8_gemm``'s (the name ends ``_k{S}`` with k_slices, ``_t{S}`` with tail slices)."""
     from ..host import device_info
     from ..timing import time_ms, tflops
 
@@ -415,12 +468,14 @@ def benchmark(m: int, n: int, k: int, *, stages=None, block_n=None, cluster=None
     bn = block_n if block_n is not None else choose_block_n(m, n, sms)
     cluster = cluster if cluster is not None else choose_cluster(m, n, bn, sms)
     slices = choose_k_slices(m, n, k, bn, cluster, sms)
-    run = functools.partial(fp8_gemm, *args, d, stages=stages, block_n=bn, cluster=cluster)
+    tail = tail_slices or 1
+    run = functools.partial(fp8_gemm, *args, d, stages=stages, block_n=bn, cluster=cluster, tail_slices=tail)
     run()                                            # compile and check outside the timing
     ms = time_ms(run, reps=reps)
     used = stages if stages is not None else "auto"
     cm, cn = cluster
-    record = {"kernel": f"fp8_gemm_e4m3_blockscaled_bn{bn}_s{used}_c{cm}x{cn}" + (f"_k{slices}" if slices > 1 else ""),
+    record = {"kernel": f"fp8_gemm_e4m3_blockscaled_bn{bn}_s{used}_c{cm}x{cn}" + (f"_k{slices}" if slices > 1 else "") +
+              (f"_t{tail}" if tail > 1 else ""),
               "shape": [m, n, k], "ms": ms,
               "tflops": tflops(2.0 * m * n * k, ms), "vs": {}}
     for mode, t in (_scaled_mm_tflops(a, b, reps) if yardsticks else {}).items():
@@ -457,5 +512,5 @@ def _scaled_mm_tflops(a, b, reps) -> dict:
     return out
 
 
-__all__ = ["API", "fp8_gemm", "choose_block_n", "choose_cluster", "choose_k_slices", "wave_efficiency", "TILE_SPEED", "check_fp8_gemm", "reference", "error_bound", "benchmark", "quantize_b_reference",
+__all__ = ["API", "fp8_gemm", "choose_block_n", "choose_cluster", "choose_k_slices", "choose_tail_slices", "wave_efficiency", "TILE_SPEED", "check_fp8_gemm", "reference", "error_bound", "benchmark", "quantize_b_reference",
            "dequantize_b_reference", "random_operands", "to_device_scales"]

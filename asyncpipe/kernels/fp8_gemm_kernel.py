@@ -44,7 +44,11 @@ of 25 KB at M = 64, bench/h100_fp8_ab_split_k_stages_bb1573f.json).
 
 **Few tiles: K slices.** At 64 x 2112 x 7168 the 64-wide tiles are 33, a quarter of the H200's SMs, each walking
 all 56 k-blocks: the GPU idles while B's 15 MB could stream in a fifth of the time. With KSLICES S the persistent walk
-runs over S units per tile (M fastest, then the slice, then N), slice s taking k-blocks [s kb / S, (s + 1) kb / S).
+runs over S units per tile (``tail_coords``: the tiles fastest, then the slice), slice s taking k-blocks
+[s kb / S, (s + 1) kb / S). **The last round's tiles only** (``whole`` > 0, stream-K's remedy for wave
+quantization): at 4096^3 the 704 tiles of 128 x 192 make 5.33 rounds on 132 SMs, the last keeping 44 SMs busy for a
+whole tile's time; walking the first 660 tiles whole and the last 44 in 3 slices each fills the last round with
+132 units of a third of a tile.
 After its k-loop a unit's holders of sums write them to an fp32 workspace (the tile's slot s), fence, and one thread
 adds 1 to the tile's counter; the unit that finds S - 1 there is the last: it fences, adds the S slots in the order
 0 .. S - 1 (its own too, from the workspace: with the registers' copy beside the sums ptxas spilled at 192 wide), so
@@ -74,12 +78,12 @@ within the consumers' 232. Launch bounds (384, 1): 168 at launch; 128 x 40 + 256
 from __future__ import annotations
 
 import numpy as np
-from numba import cuda, float32, int32, uint8, uint16, uint64
+from numba import cuda, float32, int32, int64, uint8, uint16, uint64
 
 from .. import ptx
 from ..constants import BULK_SMEM_ALIGN_TENSOR
 from ..pipeline import (advance, consumer_release, consumer_wait, pipeline_init, pipeline_state, producer_acquire,
-                        producer_commit, unit_coords)
+                        producer_commit, tail_coords)
 from ..ptx import wgmma as W
 from .unroll import unroll, unrolled
 
@@ -176,7 +180,8 @@ def max_stages(block_n: int, smem_limit: int, ksplit: int = 1) -> int:
 # N = BN), STAGE_BYTES, STAGE_TX, A_BYTES, A_ROWS, B_BYTES, CM, CN, KSPLIT, KSLICES, HOLDERS (``kernel_constants``).
 # Arguments: tensor maps of A (M x K e4m3 as uint8), B (N x K) and the scales of A (ceil(K/128) x M fp32
 # view); sb flat (ceil(N/128) x k_blocks); d: D's bf16 pairs as uint32, flat M x N / 2; ws and counters:
-# k_slices' workspace (``workspace_words``) and one counter per CTA tile, zero before the launch and after it.
+# k_slices' workspace (``workspace_words``) and one counter per sliced CTA tile, zero before the launch and after
+# it; M, N, K; tiles_m, tiles_n: cluster tiles; whole: the tiles walked whole before the sliced ones (KSLICES > 1).
 # ------------------------------------------------------------------------------------------------
 @cuda.jit(device=True, inline="always")
 def slice_k_blocks(k_slice, k_blocks, slices):
@@ -184,7 +189,7 @@ def slice_k_blocks(k_slice, k_blocks, slices):
     return k_slice * k_blocks // slices, (k_slice + 1) * k_blocks // slices
 
 
-def fp8_gemm_kernel(tma_a, tma_b, tma_sa, sb, d, ws, counters, M, N, K, tiles_m, tiles_n):
+def fp8_gemm_kernel(tma_a, tma_b, tma_sa, sb, d, ws, counters, M, N, K, tiles_m, tiles_n, whole):
     smem = cuda.shared.array(0, uint8)               # STAGES x (A | B | sa), aligned below
     smem_f32 = cuda.shared.array(0, float32)         # the same dynamic shared memory, as fp32 (the scales)
     full = cuda.shared.array(STAGES, uint64)
@@ -200,7 +205,9 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, sb, d, ws, counters, M, N, K, tiles_m,
     rank_n = rank // CM
     cluster = cuda.blockIdx.x // CLUSTER             # 1-D grid: a cluster is CLUSTER consecutive blocks
     clusters = cuda.gridDim.x // CLUSTER
-    units = tiles_m * KSLICES * tiles_n              # the persistent walk's (unit_coords: M, then the slice, then N)
+    tiles = tiles_m * tiles_n
+    units = whole + (tiles - whole) * KSLICES        # the walk (tail_coords): tiles [0, whole) whole, then the K
+                                                     # slices of the rest (whole = 0: every tile sliced)
 
     def release_peers(st):
         """One arrival on slot ``st``'s empty barrier in every CTA that writes into this one: the CM CTAs of its
@@ -211,6 +218,16 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, sb, d, ws, counters, M, N, K, tiles_m,
         for j in unroll(CN):
             if j != rank_n:
                 ptx.mbarrier_arrive_shared_cluster(ptx.mapa_shared_cluster(slot, j * CM + rank_m))
+
+    def walk(unit):
+        """(tile_m, k_slice, tile_n, slot) of ``unit``: slot -1 for a whole tile, else the sliced tile's number."""
+        return tail_coords(unit, tiles_m, whole if KSLICES > 1 else units, tiles - whole)
+
+    def k_range(k_slice, slot):
+        """The unit's k-blocks [lo, hi): a whole tile's all, a slice's share."""
+        if KSLICES > 1 and slot >= 0:
+            return slice_k_blocks(k_slice, k_blocks, KSLICES)
+        return int64(0), int64(k_blocks)
 
     def release(st):
         """Lane 0 of a consumer warp: slot ``st`` is free, in every CTA that fills it."""
@@ -238,12 +255,12 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, sb, d, ws, counters, M, N, K, tiles_m,
             ptx.fence_proxy_tensormap_generic_acquire_sys(ptx.addr(tma_b, 0))
             ptx.fence_proxy_tensormap_generic_acquire_sys(ptx.addr(tma_sa, 0))
             st = pipeline_state(0, 0)
-            unit = cluster                                   # units cluster, + clusters, ... (M, slice, N)
+            unit = cluster                                   # units cluster, + clusters, ... (tail_coords)
             while unit < units:
-                tm, ks, tn = unit_coords(unit, tiles_m, KSLICES)
+                tm, ks, tn, slot = walk(unit)
                 m0 = (tm * CM + rank_m) * BM
                 n0 = (tn * CN + rank_n) * BN
-                kb_lo, kb_hi = slice_k_blocks(ks, k_blocks, KSLICES)
+                kb_lo, kb_hi = k_range(ks, slot)
                 for kb in range(kb_lo, kb_hi):
                     producer_acquire(empty, st)                      # free in every CTA this one writes into
                     producer_commit(full, st, STAGE_TX)              # A + B + sa of this k-block, from all
@@ -297,16 +314,17 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, sb, d, ws, counters, M, N, K, tiles_m,
 
         st = pipeline_state(0, 0)
         unit = cluster
-        tm, ks, tn = unit_coords(unit, tiles_m, KSLICES)
+        tm, ks, tn, slot = walk(unit)
         tiles_done = 0
-        kb_lo, kb_hi = slice_k_blocks(ks, k_blocks, KSLICES)
+        kb_lo, kb_hi = k_range(ks, slot)
         sb_row, sb_row2 = sb_rows(tn)
         sb_cur = sb_chunk(sb_row, kb_lo)
         sb_cur2 = sb_chunk(sb_row2, kb_lo) if BN > SCALE_BLOCK else float32(0.0)
         while unit < units:
             m0 = (tm * CM + rank_m) * BM
             n0 = (tn * CN + rank_n) * BN
-            cta_tile = (tn * CN + rank_n) * (tiles_m * CM) + tm * CM + rank_m   # this CTA's tile: its K slices' counter
+            sliced = KSLICES > 1 and slot >= 0               # a K slice of one of the last tiles
+            cta_slot = slot * CLUSTER + rank                 # its CTA's counter and part of the workspace
             k_slice = ks
             split = SCALE_BLOCK - n0 % SCALE_BLOCK
             sb_nxt = float32(0.0)
@@ -380,9 +398,9 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, sb, d, ws, counters, M, N, K, tiles_m,
 
             # the next unit's first chunk of B's scales, in flight during this tile's epilogue
             unit += clusters
-            tm, ks, tn = unit_coords(unit, tiles_m, KSLICES)
+            tm, ks, tn, slot = walk(unit)
             tiles_done += 1
-            kb_lo, kb_hi = slice_k_blocks(ks, k_blocks, KSLICES)
+            kb_lo, kb_hi = k_range(ks, slot)
             sb_row, sb_row2 = sb_rows(tn)
             sb_cur = sb_chunk(sb_row, kb_lo)
             if BN > SCALE_BLOCK:
@@ -404,7 +422,7 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, sb, d, ws, counters, M, N, K, tiles_m,
                 if unit < units:                     # warpgroup 2 writes again after the next tile
                     ptx.bar_arrive(REDUCE_FREE, 2 * W.WARPGROUP_THREADS)
 
-            if KSLICES > 1:
+            if sliced:
                 # ---- the tile's K slices meet (k_slices): every holder of sums (both consumer warpgroups, or
                 # warpgroup 1 after KSPLIT 2's reduction) writes them to the workspace, slot k_slice of the tile,
                 # word i * HOLDERS + h (a warp's stores are 32 consecutive words); then one thread counts the slice
@@ -415,20 +433,20 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, sb, d, ws, counters, M, N, K, tiles_m,
                 # holders' stores, the barrier after it gives them what it acquired (the "last block" pattern).
                 h = tid - W.WARPGROUP_THREADS if KSPLIT == 1 else t
                 live = m0 + row_wg < M               # a warpgroup wholly past M writes and reads nothing
-                slot0 = cta_tile * KSLICES * N2 * HOLDERS + h
+                slot0 = cta_slot * KSLICES * N2 * HOLDERS + h
                 if live:
                     for i in unroll(N2, llvm=LLVM_LOOPS, nest=8):
                         ws[slot0 + (k_slice * N2 + i) * HOLDERS] = acc[i]
                 ptx.bar_sync(SLICE_SYNC, HOLDERS)    # every holder's sums are stored ...
                 if h == 0:
                     ptx.fence_acq_rel_gpu()          # ... released with the count ...
-                    slices_in[0] = cuda.atomic.add(counters, cta_tile, 1)
+                    slices_in[0] = cuda.atomic.add(counters, cta_slot, 1)
                     ptx.fence_acq_rel_gpu()          # ... which acquires the slices counted before it
                 ptx.bar_sync(SLICE_SYNC, HOLDERS)
                 if slices_in[0] != KSLICES - 1:
                     continue                         # another slice of the tile comes later and stores it
                 if h == 0:
-                    counters[cta_tile] = 0
+                    counters[cta_slot] = 0
                 if live:
                     for i in unroll(N2, llvm=LLVM_LOOPS, nest=8):
                         acc[i] = ws[slot0 + i * HOLDERS]
@@ -462,8 +480,8 @@ def holders(ksplit: int = 1) -> int:
 
 
 def workspace_words(cta_tiles: int, block_n: int, k_slices: int, ksplit: int = 1) -> int:
-    """k_slices' fp32 workspace: each CTA tile's K slices' sums as their holders keep them, word
-    (slice * N2 + i) * HOLDERS + h of the tile's part (one word, unused, without k_slices)."""
+    """k_slices' fp32 workspace: each sliced CTA tile's (``cta_tiles`` of them) K slices' sums as their holders keep
+    them, word (slice * N2 + i) * HOLDERS + h of the tile's part (one word, unused, without k_slices)."""
     return cta_tiles * k_slices * W.accumulators(block_n) * holders(ksplit) if k_slices > 1 else 1
 
 
@@ -493,13 +511,14 @@ def make_kernel(**config):
 
 def kernel_argtypes():
     """numba argument types: three tensor maps (A, B, A's scales), sb (float32, flat), D (uint32 bf16 pairs,
-    flat), k_slices' workspace (float32) and counters (int32, one per CTA tile), M, N, K, tiles_m, tiles_n."""
+    flat), k_slices' workspace (float32) and counters (int32, one per sliced CTA tile), M, N, K, tiles_m, tiles_n,
+    whole (the cluster tiles walked whole before the sliced ones)."""
     from numba import types
 
     from ..ptx.tensor_map_type import tensormap
 
     return (tensormap, tensormap, tensormap, types.float32[::1], types.uint32[::1], types.float32[::1],
-            types.int32[::1], types.int32, types.int32, types.int32, types.int32, types.int32)
+            types.int32[::1], types.int32, types.int32, types.int32, types.int32, types.int32, types.int32)
 
 
 __all__ = ["BM", "BK", "BLOCK_NS", "CLUSTERS", "THREADS", "LAUNCH_BOUNDS", "make_kernel", "kernel_argtypes", "kernel_constants",

@@ -28,7 +28,7 @@ from .cp_async_ring import MIN_STAGES as CP_ASYNC_RING_MIN_STAGES
 from .cp_async_ring import (CpAsyncRingState, cp_async_ring, cp_async_ring_advance, cp_async_ring_issue,
                             cp_async_ring_prologue, cp_async_ring_wait)
 from .ring import consumer_release, consumer_wait, pipeline_init, producer_acquire, producer_commit
-from .schedule import unit_coords
+from .schedule import tail_coords, unit_coords
 from .state import PipelineState, advance, pipeline_state
 
 # (the function cp_async_ring hides the module of the same name as an attribute of this package: import the
@@ -36,4 +36,4 @@ from .state import PipelineState, advance, pipeline_state
 __all__ = ["CP_ASYNC_RING_MAX_STAGES", "CP_ASYNC_RING_MIN_STAGES", "CpAsyncRingState", "PipelineState", "advance",
            "consumer_release", "consumer_wait", "cp_async_ring", "cp_async_ring_advance", "cp_async_ring_issue",
            "cp_async_ring_prologue", "cp_async_ring_wait", "pipeline_init", "pipeline_state", "producer_acquire",
-           "producer_commit", "unit_coords"]
+           "producer_commit", "tail_coords", "unit_coords"]

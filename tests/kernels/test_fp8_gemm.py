@@ -37,11 +37,12 @@ _E4M3_RULE = "must hold float8 e4m3 (torch.float8_e4m3fn, or its codes in a uint
 # ---------------------------------------------------------------------------------------------
 def check(a=(200, 512), ad="uint8", sa=(200, 4), sas=(1, 200), sad="float32", b=(384, 512), bd="uint8",
           sb=(3, 4), sbd="float32", d=(200, 384), dd="uint16", contiguous=None, addresses=None, stages=6,
-          block_n=128, smem_limit=H200_SMEM, cluster=(1, 1), split_k=1, k_slices=1):
+          block_n=128, smem_limit=H200_SMEM, cluster=(1, 1), split_k=1, k_slices=1, tail_slices=1):
     c = {**dict(A=True, B=True, sb=True, D=True), **(contiguous or {})}
     at = {**dict(A=0x1000, B=0x2000, sa=0x3000, sb=0x4000, D=0x5000), **(addresses or {})}
     return check_fp8_gemm(a, ad, sa, sas, sad, b, bd, sb, sbd, d, dd, contiguous=c, addresses=at, stages=stages,
-                          block_n=block_n, smem_limit=smem_limit, cluster=cluster, split_k=split_k, k_slices=k_slices)
+                          block_n=block_n, smem_limit=smem_limit, cluster=cluster, split_k=split_k, k_slices=k_slices,
+                          tail_slices=tail_slices)
 
 
 def test_check_accepts_and_reports():
@@ -116,6 +117,14 @@ _SPLIT_RULE = ("split_k must be one of (1, 2) (2: both consumer warpgroups on th
                         "persistent walk), got 17"),
     (dict(k_slices=5), "fp8_gemm: k_slices must be at most ceil(K/128), the k-blocks (every slice takes at least "
                        "one), got k_slices = 5 for K = 512 (4 k-blocks)"),
+    (dict(tail_slices=0), "fp8_gemm: tail_slices must be an integer in 1..16 (the K slices of each tile of the "
+                          "persistent walk's last, partial round), got 0"),
+    (dict(tail_slices=True), "fp8_gemm: tail_slices must be an integer in 1..16 (the K slices of each tile of the "
+                             "persistent walk's last, partial round), got True"),
+    (dict(tail_slices=5), "fp8_gemm: tail_slices must be at most ceil(K/128), the k-blocks (every slice takes at "
+                          "least one), got tail_slices = 5 for K = 512 (4 k-blocks)"),
+    (dict(k_slices=2, tail_slices=3), "fp8_gemm: k_slices (every tile sliced) and tail_slices (the last round's "
+                                      "tiles) exclude each other: one may be above 1, got k_slices = 2, tail_slices = 3"),
     (dict(a=(64, 512), sa=(64, 4), sas=(1, 64), d=(64, 384), split_k=2, block_n=192, stages=2),
      "fp8_gemm: split_k 2 needs block_n at most 128 (at 192 its reduction makes ptxas spill), got block_n = 192"),
 ])
@@ -191,6 +200,21 @@ def test_k_slices_fill_idle_sms():
     assert G.choose_k_slices(1, 128, 1024, 64, (1, 1), 132) == 2
     assert G.choose_k_slices(1, 64, 1 << 16, 64, (1, 1), 132) == 16         # at most MAX_KSLICES
     assert G.choose_k_slices(4096, 4096, 4096, 192, (1, 1), 132) == 1
+
+
+def test_tail_slices_fill_the_last_round():
+    """choose_tail_slices: the last round's tiles sliced where it is at most half full, as many slices as fill the
+    slots, each of at least 4 k-blocks; none where the rounds are whole or there is only one round."""
+    assert G.choose_tail_slices(4096, 4096, 4096, 192, (1, 1), 132) == 3    # 704 tiles: 5 rounds and 44 tiles
+    assert G.choose_tail_slices(4096, 7168, 2048, 192, (1, 1), 132) == 4    # 1216 = 9 x 132 + 28
+    assert G.choose_tail_slices(4096, 24576, 1536, 192, (1, 1), 132) == 3   # 4096 = 31 x 132 + 4; 12 k-blocks
+    assert G.choose_tail_slices(512, 7168, 2048, 128, (2, 1), 132) == 1     # 112 cluster tiles on 66: 46 in the last
+    assert G.choose_tail_slices(512, 7168, 2048, 192, (1, 1), 132) == 4     # 152 = 132 + 20
+    assert G.choose_tail_slices(4224, 4096, 4096, 128, (1, 1), 132) == 1    # 33 x 32 = 8 x 132: whole rounds
+    assert G.choose_tail_slices(64, 2112, 7168, 64, (1, 1), 132) == 1       # one round (k_slices' case)
+    assert G.choose_tail_slices(4096, 4096, 384, 192, (1, 1), 132) == 1     # 3 k-blocks: too thin to slice
+    assert [G.walked_whole(704, 132, 1, 3), G.walked_whole(704, 132, 3, 1), G.walked_whole(704, 132, 1, 1)] == \
+        [660, 0, 704]
 
 
 def test_stage_budget():
@@ -504,6 +528,32 @@ def test_fp8_gemm_k_slices_gpu(m, n, k, options, rng):
         outs.append(d.copy_to_host())
     np.testing.assert_array_equal(outs[0], outs[2])
     np.testing.assert_array_equal(outs[0], outs[1])
+    got = bf16_to_float32(outs[0]).astype(np.float64)
+    assert not np.isnan(got).any() and within_bound(got, a, sa, b, sb)
+
+
+@pytest.mark.gpu
+@pytest.mark.hopper
+@pytest.mark.parametrize("m, n, k, options", [
+    (1100, 1000, 1552, dict(block_n=64, tail_slices=3)),    # 9 x 16 = 144 tiles: 132 whole, 12 in 3 slices
+    (1300, 2304, 2048, dict(block_n=192, tail_slices=4)),   # 11 x 12 = 132 + 1; 192 wide: two blocks of B's scales
+    (2200, 2000, 2560, dict(block_n=128, cluster=(2, 1), tail_slices=5)),   # 9 x 16 cluster tiles of two
+    (40, 8520, 1040, dict(block_n=64, tail_slices=2)),      # split_k 2: 134 tiles of one warpgroup's rows
+], ids=lambda v: "x".join(map(str, v)) if isinstance(v, tuple) else None)
+def test_fp8_gemm_tail_slices_gpu(m, n, k, options, rng):
+    """tail_slices: the tiles of the full rounds walked whole, the last round's in K slices that the last to count
+    adds; three launches of one plan on a poisoned D, the same bits each time."""
+    a, sa, b, sb = G.random_operands(rng, m, n, k)
+    args = (cuda.to_device(a), G.to_device_scales(sa), cuda.to_device(b), cuda.to_device(sb))
+    poison = np.full((m, n), 0x7FC0, np.uint16)
+    d = cuda.to_device(poison)
+    outs = []
+    for _ in range(3):
+        d.copy_to_device(poison)
+        fp8_gemm(*args, d, **options)
+        outs.append(d.copy_to_host())
+    np.testing.assert_array_equal(outs[0], outs[1])
+    np.testing.assert_array_equal(outs[0], outs[2])
     got = bf16_to_float32(outs[0]).astype(np.float64)
     assert not np.isnan(got).any() and within_bound(got, a, sa, b, sb)
 

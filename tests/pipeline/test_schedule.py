@@ -1,5 +1,6 @@
 """The persistent walk: unit_coords gives every unit's (tile_m, k_slice, tile_n), M fastest, then the K slice, then N,
-with one inline 32-bit division (no CALL, no loop whose trip count grows with the grid)."""
+with one inline 32-bit division (no CALL, no loop whose trip count grows with the grid); tail_coords walks the first
+tiles whole and the last ones' K slices."""
 
 import re
 
@@ -7,7 +8,7 @@ import numpy as np
 import pytest
 from numba import cuda, types
 
-from asyncpipe.pipeline import unit_coords
+from asyncpipe.pipeline import tail_coords, unit_coords
 from tests.sass import assert_sass
 
 
@@ -67,3 +68,50 @@ def test_unit_coords_gpu(tiles_m, units):
     got = out.copy_to_host().reshape(units, 3)
     want = np.array([expected(u, tiles_m, 3) for u in range(units)], np.int32)
     np.testing.assert_array_equal(got, want)
+
+
+def tail_walk(tiles_m, tiles, whole, slices):
+    """Every unit of a tail-sliced walk as tail_coords gives it."""
+    return [tuple(int(v) for v in tail_coords.py_func(u, tiles_m, whole, tiles - whole))
+            for u in range(whole + (tiles - whole) * slices)]
+
+
+@pytest.mark.parametrize("tiles_m, tiles, whole, slices", [
+    (32, 704, 660, 3),      # 4096^3 in 128 x 192 tiles on 132 SMs: 5 whole rounds, 44 tiles in 3 slices
+    (1, 33, 0, 4),          # every tile sliced (k_slices)
+    (5, 17, 12, 2),         # the tail starts inside an M column (whole not a multiple of tiles_m)
+    (3, 9, 9, 5),           # no tail: every tile whole
+])
+def test_tail_coords_covers_every_tile_and_slice_once(tiles_m, tiles, whole, slices):
+    walk = tail_walk(tiles_m, tiles, whole, slices)
+    assert [w[:3] for w in walk[:whole]] == [expected(u, tiles_m, 1) for u in range(whole)]
+    assert all(w[3] == -1 for w in walk[:whole])
+    tail = walk[whole:]
+    for v, (tm, ks, tn, slot) in enumerate(tail):       # slice v // tail of tile whole + v % tail
+        assert (ks, slot) == divmod(v, tiles - whole)
+        assert (tm, tn) == (expected(whole + slot, tiles_m, 1)[0], expected(whole + slot, tiles_m, 1)[2])
+    got = sorted((tm, tn, ks) for tm, ks, tn, _ in walk)
+    want = sorted([(t % tiles_m, t // tiles_m, 0) for t in range(whole)] +
+                  [(t % tiles_m, t // tiles_m, s) for t in range(whole, tiles) for s in range(slices)])
+    assert got == want
+
+
+def tail_kernel(out, tiles_m, whole, tail, units):
+    unit = cuda.grid(1)
+    if unit < units:
+        tm, ks, tn, slot = tail_coords(unit, tiles_m, whole, tail)
+        out[4 * unit] = tm
+        out[4 * unit + 1] = ks
+        out[4 * unit + 2] = tn
+        out[4 * unit + 3] = slot
+
+
+@pytest.mark.gpu
+@pytest.mark.simulator_too
+@pytest.mark.parametrize("tiles_m, tiles, whole, slices", [(32, 704, 660, 3), (5, 17, 12, 2), (1, 33, 0, 4)])
+def test_tail_coords_gpu(tiles_m, tiles, whole, slices):
+    units = whole + (tiles - whole) * slices
+    out = cuda.to_device(np.full(4 * units, -7, np.int32))
+    cuda.jit(tail_kernel)[(units + 63) // 64, 64](out, tiles_m, whole, tiles - whole, units)
+    np.testing.assert_array_equal(out.copy_to_host().reshape(units, 4),
+                                  np.array(tail_walk(tiles_m, tiles, whole, slices), np.int32))

@@ -212,13 +212,16 @@ def test_split_k_by_k_block_parity_is_caught(broken, rng):
 
 @pytest.fixture
 def workspaces(monkeypatch):
-    """Every (ws, counters) ``fp8_gemm``'s plans allocate, to look at after the launch."""
+    """Every sliced (ws, counters) ``fp8_gemm``'s plans allocate, to look at after the launch (not the one-word
+    pair of the occupancy query)."""
     made = []
     original = G.slice_workspace
 
     def record(*args):
-        made.append(original(*args))
-        return made[-1]
+        pair = original(*args)
+        if args[2] > 1:
+            made.append(pair)
+        return pair
 
     monkeypatch.setattr(G, "slice_workspace", record)
     return made
@@ -259,7 +262,7 @@ def test_k_slices_counter_left_set_is_caught(broken, workspaces, rng):
     """Without the reset the tile's counter stays at KSLICES after the launch, and the next launch of the plan would
     find no last slice (D never written)."""
     broken("""                if h == 0:
-                    counters[cta_tile] = 0""", "                pass")
+                    counters[cta_slot] = 0""", "                pass")
     run(rng, 5, 200, 640, 2, block_n=64, k_slices=3)
     (ws, counters), = workspaces
     assert counters.copy_to_host().tolist() == [3] * 4
@@ -270,3 +273,17 @@ def test_k_slices_last_one_adding_too_few_is_caught(broken, rng):
     broken("for s in range(1, KSLICES):", "for s in range(1, KSLICES - 1):")
     got, a, sa, b, sb = run(rng, 5, 200, 640, 2, block_n=64, k_slices=3)
     assert not np.all(np.abs(got - G.reference(a, sa, b, sb)) <= G.error_bound(a, sa, b, sb))
+
+
+@pytest.mark.parametrize("m, n, k, options, sliced", [
+    (5, 360, 1024, dict(block_n=64, tail_slices=2), 2),     # 6 tiles on 4 SMs, the last 2 in 2 slices; split_k 2
+    (70, 520, 640, dict(block_n=64, cluster=(1, 2), tail_slices=2), 2),   # 5 cluster tiles on 2: 1 sliced, 2 CTAs
+    (130, 136, 512, dict(block_n=64, tail_slices=4), 2),    # split_k 1 over 2 M tiles: 6 tiles, 4 whole, 2 sliced
+])
+def test_tail_slices_meet(m, n, k, options, sliced, workspaces, rng):
+    """tail_slices: the tiles of the full rounds whole, the last round's tiles in K slices (a counter per sliced CTA
+    tile, each back at 0 after the launch), D within the bound everywhere."""
+    got, a, sa, b, sb = run(rng, m, n, k, 2, **options)
+    assert np.all(np.abs(got - G.reference(a, sa, b, sb)) <= G.error_bound(a, sa, b, sb))
+    (ws, counters), = workspaces
+    assert counters.size == sliced and not counters.copy_to_host().any()
