@@ -107,9 +107,10 @@ def fp8_gemm_configs() -> dict[str, dict]:
     """The FP8 GEMM kernels the bench's shapes compile by default on an H200 (``fp8_gemm.bench_configs``)."""
     from .kernels.fp8_gemm import bench_configs
 
-    return {f"fp8_gemm_bn{bn}_s{st}_c{cm}x{cn}" + (f"_split{split}" if split > 1 else "") + (f"_k{ks}" if ks > 1 else ""):
-            dict(block_n=bn, stages=st, cluster=[cm, cn], split_k=split, k_slices=ks)
-            for bn, st, (cm, cn), split, ks in bench_configs()}
+    return {f"fp8_gemm_bn{bn}_s{st}_c{cm}x{cn}" + (f"_split{split}" if split > 1 else "") + (f"_k{ks}" if ks > 1 else "")
+            + (f"_tma{bufs}" if bufs else ""):
+            dict(block_n=bn, stages=st, cluster=[cm, cn], split_k=split, k_slices=ks, epi_bufs=bufs)
+            for bn, st, (cm, cn), split, ks, bufs in bench_configs()}
 
 
 def attention_configs() -> dict[str, dict]:
@@ -182,10 +183,11 @@ def _build_attention(head_dim, causal, ab):
             dict(launch_bounds=AK.LAUNCH_BOUNDS))
 
 
-def _build_fp8_gemm(block_n, stages, cluster, split_k=1, k_slices=1):
+def _build_fp8_gemm(block_n, stages, cluster, split_k=1, k_slices=1, epi_bufs=0):
     from .kernels import fp8_gemm_kernel as FK
 
-    return (FK.make_kernel(block_n=block_n, stages=stages, cluster=tuple(cluster), ksplit=split_k, k_slices=k_slices),
+    return (FK.make_kernel(block_n=block_n, stages=stages, cluster=tuple(cluster), ksplit=split_k, k_slices=k_slices,
+                           epi_bufs=epi_bufs),
             FK.kernel_argtypes(),
             dict(launch_bounds=FK.LAUNCH_BOUNDS))
 

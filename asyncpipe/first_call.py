@@ -80,7 +80,8 @@ def calls() -> dict:
             a, sa, b, sb = F.random_operands(np.random.default_rng(0), m, 384, k)
             return F.fp8_gemm(cuda.to_device(a), F.to_device_scales(sa), cuda.to_device(b), cuda.to_device(sb),
                               block_n=cfg["block_n"], stages=cfg["stages"], cluster=tuple(cfg["cluster"]),
-                              split_k=cfg["split_k"], k_slices=cfg["k_slices"])
+                              split_k=cfg["split_k"], k_slices=cfg["k_slices"],
+                              epilogue="tma" if cfg["epi_bufs"] else "direct", epilogue_buffers=cfg["epi_bufs"] or None)
         out[name] = gemm
 
     def quantize():

@@ -49,7 +49,7 @@ SCALE_ITEM = 4
 
 def check_fp8_gemm(a_shape, a_dtype, sa_shape, sa_strides, sa_dtype, b_shape, b_dtype, sb_shape, sb_dtype,
                    d_shape, d_dtype, *, contiguous, addresses, stages, block_n, smem_limit, cluster=(1, 1),
-                   split_k=1, k_slices=1, tail_slices=1):
+                   split_k=1, k_slices=1, tail_slices=1, epilogue="direct", epilogue_buffers=1):
     """Every rule of ``fp8_gemm``'s inputs, with no GPU: shapes as tuples, dtypes as names ("float8_e4m3fn",
     "bfloat16" for torch tensors), ``sa_strides`` in elements, ``contiguous`` a dict name -> bool for A, B, sb
     and D, ``addresses`` name -> device address. Returns ``(M, N, K, ld)`` (``ld``: sa's K-block stride)."""
@@ -82,13 +82,22 @@ def check_fp8_gemm(a_shape, a_dtype, sa_shape, sa_strides, sa_dtype, b_shape, b_
           f"strides {tuple(sa_strides)} for shape {tuple(sa_shape)}", _SRC_TMA)
     for name in ("A", "B", "sb", "D"):
         check(contiguous[name], API, f"{name} must be C-contiguous (row-major, unit stride)", f"a strided {name}")
-    for name, align in (("A", TMA_ALIGN), ("B", TMA_ALIGN), ("sa", TMA_ALIGN), ("sb", SCALE_ITEM), ("D", 4)):
+    check(epilogue in FK.EPILOGUES, API, f"epilogue must be one of {FK.EPILOGUES}", repr(epilogue))
+    tma_epilogue = epilogue == "tma"
+    for name, align in (("A", TMA_ALIGN), ("B", TMA_ALIGN), ("sa", TMA_ALIGN), ("sb", SCALE_ITEM),
+                        ("D", TMA_ALIGN if tma_epilogue else 4)):
         addr = addresses[name]
         check(addr % align == 0, API, f"{name} must start on a {align}-byte boundary" +
               (" (TMA's global address rule)" if align == TMA_ALIGN else ""),
               f"address {addr:#x} ({addr % align} bytes past one)", _SRC_TMA if align == TMA_ALIGN else None)
     check(block_n in FK.BLOCK_NS, API, f"block_n must be one of {FK.BLOCK_NS} (tile widths whose B scales the promotion selects)",
           repr(block_n))
+    if tma_epilogue:
+        chunks = FK.epilogue_chunks(block_n) if block_n in FK.BLOCK_NS else 1
+        check(isinstance(epilogue_buffers, (int, np.integer)) and not isinstance(epilogue_buffers, bool) and
+              1 <= epilogue_buffers <= chunks, API,
+              f"epilogue_buffers must be an integer in 1..{chunks} (the TMA epilogue's 64-column staging buffers per "
+              f"consumer warpgroup, at most one per chunk of block_n = {block_n})", repr(epilogue_buffers))
     check(_is_pair(cluster) and tuple(cluster) in FK.CLUSTERS, API,
           f"cluster must be one of {FK.CLUSTERS} (CTAs along M sharing B, along N sharing A)", repr(cluster))
     check(isinstance(stages, (int, np.integer)) and not isinstance(stages, bool) and
@@ -122,16 +131,18 @@ def check_fp8_gemm(a_shape, a_dtype, sa_shape, sa_strides, sa_dtype, b_shape, b_
     check(k_slices == 1 or tail_slices == 1, API,
           "k_slices (every tile sliced) and tail_slices (the last round's tiles) exclude each other: one may be above 1",
           f"k_slices = {k_slices}, tail_slices = {tail_slices}")
-    need = FK.block_shared_bytes(block_n, stages, split_k)
-    reduce = FK.reduce_bytes(block_n, split_k)
+    bufs = epilogue_buffers if tma_epilogue else 0
+    need = FK.block_shared_bytes(block_n, stages, split_k, bufs)
+    reduce, staging = FK.reduce_bytes(block_n, split_k), FK.epilogue_bytes(bufs)
     check(need <= smem_limit, API,
           f"stages x (stage bytes + 2 barriers) + {FK.SMEM_ALIGN} alignment slack + {FK.SLICES_IN_BYTES} (k_slices' "
           "count)" + (" + split_k 2's 64 x block_n fp32 sums" if reduce else "") +
-          f" must fit the {smem_limit} bytes of shared memory per block",
+          (f" + the TMA epilogue's staging ({FK.CONSUMERS} warpgroups x epilogue_buffers x {FK.EPI_BUF_BYTES})"
+           if staging else "") + f" must fit the {smem_limit} bytes of shared memory per block",
           f"{stages} x ({FK.stage_bytes(block_n, split_k)} + {2 * FK.BARRIER_BYTES}) + {FK.SMEM_ALIGN} + "
           f"{FK.SLICES_IN_BYTES}"
-          + (f" + {reduce}" if reduce else "") + f" = {need} bytes (at most "
-          f"{FK.max_stages(block_n, smem_limit, split_k)} stages fit)",
+          + (f" + {reduce}" if reduce else "") + (f" + {staging}" if staging else "") + f" = {need} bytes (at most "
+          f"{FK.max_stages(block_n, smem_limit, split_k, bufs)} stages fit)",
           "CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN")
     return M, N, K, ld
 
@@ -220,7 +231,7 @@ def choose_tail_slices(m: int, n: int, k: int, block_n: int, cluster: tuple, sm_
     k-blocks (4096^3 at 192 wide: 704 tiles on 132 SMs, 44 in the last round, 3 slices); 1 where the tiles fill
     whole rounds, make one round (``choose_k_slices``' case) or the last round is more than half full.
 
-    Not ``fp8_gemm``'s default, by measurement: on an H100 (2026-12-06, ``bench/h100_fp8_tail_sweep_*.json``) this
+    Not ``fp8_gemm``'s default, by measurement: on an H100 (2026-12-06, ``bench/h100_fp8_tail_sweep_1bce508.json``) this
     count ran 0.96-0.99x the unsliced walk at the bench's default configurations (4096^3: 0.985x, where the rounds
     promised 1.12x: the SMs of a short last round run faster, as the sgemm's split last wave found) and 1.09x only
     with 128-wide tiles at 4096 x 2112 x 7168 (56 k-blocks a tile, 4.1 rounds), which the 192-wide tiles beat
@@ -243,7 +254,7 @@ def walked_whole(tiles: int, slots: int, k_slices: int, tail_slices: int) -> int
 
 
 def fp8_gemm(a, sa, b, sb, out=None, *, stages=None, block_n=None, cluster=None, split_k=None, k_slices=None,
-             tail_slices=None, stream=0):
+             tail_slices=None, epilogue=None, epilogue_buffers=None, stream=0):
     """D = (A * sa) (B * sb)^T in bf16 (see the module doc); returns ``out``. ``block_n``: the tile's width, one of
     ``fp8_gemm_kernel.BLOCK_NS``, by default ``choose_block_n``'s. ``stages``: ring depth, by default the most
     that fit (``fp8_gemm_kernel.max_stages``: 6 at 128 wide on the H200, 9 at 64, 12 at 64 with split_k 2).
@@ -259,7 +270,11 @@ def fp8_gemm(a, sa, b, sb, out=None, *, stages=None, block_n=None, cluster=None,
     walk's last, partial round (stream-K's remedy for wave quantization: the tiles that would keep a few SMs busy
     while the rest idle become S times as many units of 1/S of a tile; ``choose_tail_slices`` gives the S that fills
     the round); by default 1 (measured: it rarely pays, see ``choose_tail_slices``). At most one of the two is
-    above 1."""
+    above 1. ``epilogue``: "tma" (D through swizzled shared-memory staging and TMA stores, which drain while the
+    next tile's k-loop runs; D 16-byte aligned) or "direct" (each thread stores its bf16 pairs); by default
+    ``default_epilogue``'s. ``epilogue_buffers``: the TMA epilogue's 8 KB staging buffers per consumer
+    warpgroup, 1 to block_n / 64 (more: fewer waits on the stores, fewer stages), by default
+    ``default_epilogue_buffers``'."""
     if out is None:
         aa, _ = _view("A", a)
         ba, _ = _view("B", b)
@@ -272,9 +287,10 @@ def fp8_gemm(a, sa, b, sb, out=None, *, stages=None, block_n=None, cluster=None,
         else:
             out = cuda.device_array((m, n), np.uint16, stream=stream or 0)
     key = (array_key(a), array_key(sa), array_key(b), array_key(sb), array_key(out),
-           *option_key(stages, block_n, cluster, split_k, k_slices, tail_slices), id(stream) if stream else 0)
+           *option_key(stages, block_n, cluster, split_k, k_slices, tail_slices, epilogue, epilogue_buffers),
+           id(stream) if stream else 0)
     run_plan(_plans, key, lambda: _plan(a, sa, b, sb, out, stages, block_n, cluster, split_k, k_slices, tail_slices,
-                                        stream))
+                                        epilogue, epilogue_buffers, stream))
     return out
 
 
@@ -282,9 +298,9 @@ _plans = PlanCache()
 
 
 @functools.lru_cache(maxsize=None)
-def _jit(block_n, stages, cluster, split_k=1, k_slices=1):
-    return jit(FK.make_kernel(block_n=block_n, stages=stages, cluster=cluster, ksplit=split_k, k_slices=k_slices),
-               launch_bounds=FK.LAUNCH_BOUNDS)
+def _jit(block_n, stages, cluster, split_k=1, k_slices=1, epi_bufs=0):
+    return jit(FK.make_kernel(block_n=block_n, stages=stages, cluster=cluster, ksplit=split_k, k_slices=k_slices,
+                              epi_bufs=epi_bufs), launch_bounds=FK.LAUNCH_BOUNDS)
 
 
 def slice_workspace(cta_tiles: int, block_n: int, k_slices: int, split_k: int) -> tuple:
@@ -294,7 +310,8 @@ def slice_workspace(cta_tiles: int, block_n: int, k_slices: int, split_k: int) -
     return ws, cuda.to_device(np.zeros(max(1, cta_tiles) if k_slices > 1 else 1, np.int32))
 
 
-def _plan(a, sa, b, sb, out, stages, block_n, cluster, split_k, k_slices, tail_slices, stream):
+def _plan(a, sa, b, sb, out, stages, block_n, cluster, split_k, k_slices, tail_slices, epilogue, epilogue_buffers,
+          stream):
     """Every check, the tensor maps, the grid and the marshalled launch of one problem."""
     from ..host import device_info
     from ..host.launch import persistent_grid, prepare_launch, resident_blocks
@@ -310,7 +327,13 @@ def _plan(a, sa, b, sb, out, stages, block_n, cluster, split_k, k_slices, tail_s
         cluster = choose_cluster(aa.shape[0], ba.shape[0], block_n, info.sm_count)
     if split_k is None and len(aa.shape) == 2 and isinstance(block_n, int):
         split_k = default_split_k(aa.shape[0], block_n)
-    stages = FK.max_stages(block_n, info.max_shared_per_block_optin, split_k) if stages is None else stages
+    if epilogue is None:
+        epilogue = default_epilogue(block_n, _address(da))
+    if epilogue_buffers is None and block_n in FK.BLOCK_NS:
+        epilogue_buffers = default_epilogue_buffers(block_n)
+    bufs = epilogue_buffers if epilogue == "tma" and isinstance(epilogue_buffers, (int, np.integer)) else 0
+    if stages is None and block_n in FK.BLOCK_NS:
+        stages = FK.max_stages(block_n, info.max_shared_per_block_optin, split_k if split_k in FK.KSPLITS else 1, bufs)
     if k_slices is None and len(aa.shape) == 2 and len(ba.shape) == 2 and _is_pair(cluster):
         k_slices = choose_k_slices(aa.shape[0], ba.shape[0], aa.shape[1], block_n, tuple(cluster), info.sm_count)
     arrays = {"A": aa, "B": ba, "sb": sba, "D": da}
@@ -320,7 +343,8 @@ def _plan(a, sa, b, sb, out, stages, block_n, cluster, split_k, k_slices, tail_s
         contiguous={k: v.is_c_contiguous() for k, v in arrays.items()},
         addresses={"sa": _address(saa), **{k: _address(v) for k, v in arrays.items()}},
         stages=stages, block_n=block_n, smem_limit=info.max_shared_per_block_optin, cluster=cluster, split_k=split_k,
-        k_slices=1 if k_slices is None else k_slices, tail_slices=1 if tail_slices is None else tail_slices)
+        k_slices=1 if k_slices is None else k_slices, tail_slices=1 if tail_slices is None else tail_slices,
+        epilogue=epilogue, epilogue_buffers=epilogue_buffers)
     cm, cn = (int(v) for v in cluster)
     kb = k_blocks(K)
     # A's scales as TMA sees them: the K-block-major KB x M view (row pitch ld), one box = 128 rows' scales
@@ -329,17 +353,19 @@ def _plan(a, sa, b, sb, out, stages, block_n, cluster, split_k, k_slices, tail_s
     tma_a = cached_tensor_map(aa, (FK.a_rows(split_k) // cn, FK.BK), dtype="uint8", swizzle="128B")
     tma_b = cached_tensor_map(ba, (block_n // cm, FK.BK), dtype="uint8", swizzle="128B")
     tma_sa = cached_tensor_map(sa_t, (1, FK.BM), dtype="float32")
+    # D's boxes: a warp's 16 rows x 64 bf16 columns (one 128-byte swizzle row); A's map stands in for "direct"
+    tma_d = cached_tensor_map(da, (FK.EPI_WARP_ROWS, FK.EPI_COLS), dtype="bfloat16", swizzle="128B") if bufs else tma_a
     # cluster tiles (CM * 128) x (CN * block_n); persistent: as many clusters as the GPU holds at once
     tiles_m, tiles_n = math.ceil(M / (FK.BM * cm)), math.ceil(N / (block_n * cn))
     k_slices, tail_slices = int(k_slices or 1), int(tail_slices or 1)
     slices = max(k_slices, tail_slices)
     words = da.reshape(M * N).view(np.uint32)
-    kernel = _jit(block_n, int(stages), (cm, cn), split_k, slices)
-    launch = dict(cluster=cm * cn if cm * cn > 1 else None, shared_mem=FK.shared_bytes(block_n, int(stages), split_k),
-                  stream=stream)
+    kernel = _jit(block_n, int(stages), (cm, cn), split_k, slices, bufs)
+    launch = dict(cluster=cm * cn if cm * cn > 1 else None,
+                  shared_mem=FK.shared_bytes(block_n, int(stages), split_k, bufs), stream=stream)
 
     def arguments(whole, ws, counters):
-        return (tma_a, tma_b, tma_sa, sba.reshape(sba.size), words, ws, counters, np.int32(M), np.int32(N),
+        return (tma_a, tma_b, tma_sa, tma_d, sba.reshape(sba.size), words, ws, counters, np.int32(M), np.int32(N),
                 np.int32(K), np.int32(tiles_m), np.int32(tiles_n), np.int32(whole))
 
     # the walk: the tiles of the full rounds on the resident clusters whole, then the sliced ones (tail_coords)
@@ -349,7 +375,7 @@ def _plan(a, sa, b, sb, out, stages, block_n, cluster, split_k, k_slices, tail_s
     ws, counters = slice_workspace((tiles - whole) * size, block_n, slices, split_k)
     args = arguments(whole, ws, counters)
     grid = persistent_grid(kernel, whole + (tiles - whole) * slices, FK.THREADS, *args, **launch, resident=resident)
-    return prepare_launch(kernel, grid, FK.THREADS, *args, **launch, keep=(tma_a, tma_b, tma_sa, ws, counters))
+    return prepare_launch(kernel, grid, FK.THREADS, *args, **launch, keep=(tma_a, tma_b, tma_sa, tma_d, ws, counters))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -432,22 +458,42 @@ BENCH_SHAPES = ((4096, 4096, 4096), (8192, 8192, 8192),
 H200_SMS, H200_SMEM_OPTIN = 132, 232448      # the H200's SMs and opt-in shared memory per block (bytes)
 
 
+TMA_EPILOGUE_MAX_BLOCK_N = 128     # at 192 wide the TMA epilogue makes ptxas spill a few words (40 bytes of stack)
+
+
+def default_epilogue(block_n, d_address: int) -> str:
+    """"tma" where D is 16-byte aligned and the tile at most 128 wide, else "direct". Measured on an H100 (2026-12-06,
+    ``bench/h100_fp8_epilogue_sweep_*.json``): the TMA epilogue ran 1.22x the direct one at 512 x 7168 x 2048 (128
+    wide), 1.00-1.03x at M <= 128 (64 wide, one tile per CTA: nothing to overlap); at 192 wide, where it spills,
+    1.04-1.20x at K <= 2048 but 0.83-0.95x at K >= 4096."""
+    return "tma" if d_address % TMA_ALIGN == 0 and block_n in FK.BLOCK_NS and block_n <= TMA_EPILOGUE_MAX_BLOCK_N \
+        else "direct"
+
+
+def default_epilogue_buffers(block_n: int) -> int:
+    """The TMA epilogue's staging buffers per consumer warpgroup by default: one (8 KB; the most stages; at 128 wide
+    one and two ran alike, 623 and 625 TFLOPS at 512 x 7168 x 2048)."""
+    return 1
+
+
 def default_split_k(m: int, block_n: int) -> int:
     """split_k 2 where it may be: M <= 64 and block_n <= 128."""
     return 2 if m <= FK.WGMMA_ROWS and block_n <= FK.KSPLIT_MAX_BLOCK_N else 1
 
 
 def bench_configs(sm_count: int = H200_SMS, smem_optin: int = H200_SMEM_OPTIN) -> list[tuple]:
-    """(block_n, stages, cluster, split_k, k_slices) of every kernel the bench's shapes (``BENCH_SHAPES``) compile
-    with the default choices on a GPU of ``sm_count`` SMs and ``smem_optin`` bytes of shared memory per block (an
-    H200's unless given): what ``python -m asyncpipe bench --compile`` and the first-call rows compile."""
+    """(block_n, stages, cluster, split_k, k_slices, epilogue_buffers) of every kernel the bench's shapes
+    (``BENCH_SHAPES``) compile with the default choices on a GPU of ``sm_count`` SMs and ``smem_optin`` bytes of
+    shared memory per block (an H200's unless given; D 16-byte aligned, as allocated): what ``python -m asyncpipe
+    bench --compile`` and the first-call rows compile. epilogue_buffers 0: the direct epilogue."""
     out = set()
     for m, n, k in BENCH_SHAPES:
         bn = choose_block_n(m, n, sm_count)
         cluster = choose_cluster(m, n, bn, sm_count)
         split = default_split_k(m, bn)
-        out.add((bn, FK.max_stages(bn, smem_optin, split), cluster, split,
-                 choose_k_slices(m, n, k, bn, cluster, sm_count)))
+        bufs = default_epilogue_buffers(bn) if default_epilogue(bn, 0) == "tma" else 0
+        out.add((bn, FK.max_stages(bn, smem_optin, split, bufs), cluster, split,
+                 choose_k_slices(m, n, k, bn, cluster, sm_count), bufs))
     return sorted(out)
 
 
@@ -474,8 +520,9 @@ def benchmark(m: int, n: int, k: int, *, stages=None, block_n=None, cluster=None
     ms = time_ms(run, reps=reps)
     used = stages if stages is not None else "auto"
     cm, cn = cluster
+    epi = default_epilogue(bn, _address(d))
     record = {"kernel": f"fp8_gemm_e4m3_blockscaled_bn{bn}_s{used}_c{cm}x{cn}" + (f"_k{slices}" if slices > 1 else "") +
-              (f"_t{tail}" if tail > 1 else ""),
+              (f"_t{tail}" if tail > 1 else "") + ("_tma" if epi == "tma" else ""),
               "shape": [m, n, k], "ms": ms,
               "tflops": tflops(2.0 * m * n * k, ms), "vs": {}}
     for mode, t in (_scaled_mm_tflops(a, b, reps) if yardsticks else {}).items():

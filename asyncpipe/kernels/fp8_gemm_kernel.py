@@ -78,7 +78,7 @@ within the consumers' 232. Launch bounds (384, 1): 168 at launch; 128 x 40 + 256
 from __future__ import annotations
 
 import numpy as np
-from numba import cuda, float32, int32, int64, uint8, uint16, uint64
+from numba import cuda, float32, int32, int64, uint8, uint16, uint32, uint64
 
 from .. import ptx
 from ..constants import BULK_SMEM_ALIGN_TENSOR
@@ -124,6 +124,11 @@ N_MULTIPLE = 8                      # D's rows: whole 16-byte lines of bf16 (the
 K_MULTIPLE = 16                     # A's and B's rows: TMA's 16-byte global stride rule (e4m3: 1 byte)
 
 SA_BYTES = BM * SCALE_BYTES         # 512: the k-block's scales of the tile's 128 rows
+EPILOGUES = ("tma", "direct")       # D through swizzled staging buffers and TMA stores, or straight from registers
+EPI_COLS = W.SWIZZLE_128B_ROW_BYTES // 2    # 64 bf16 columns of D: one 128-byte swizzle row, a staging chunk
+EPI_BUF_BYTES = W.WGMMA_M * W.SWIZZLE_128B_ROW_BYTES   # 8 KB: a consumer warpgroup's 64 rows of a chunk
+EPI_WARP_ROWS = 16                  # the TMA epilogue stores warp by warp: 16 rows x 64 columns a box
+WORD_BYTES = 4
 
 assert CONSUMER_REGS * CONSUMERS * W.WARPGROUP_THREADS + PRODUCER_REGS * W.WARPGROUP_THREADS <= REGISTER_FILE
 assert BULK_SMEM_ALIGN_TENSOR <= SMEM_ALIGN and BK == SCALE_BLOCK
@@ -158,28 +163,42 @@ def reduce_bytes(block_n: int, ksplit: int = 1) -> int:
     return W.WGMMA_M * block_n * SCALE_BYTES if ksplit == 2 else 0
 
 
-def shared_bytes(block_n: int, stages: int, ksplit: int = 1) -> int:
-    """Dynamic shared memory of a launch: the stages, KSPLIT 2's buffer, slack to align them to 1024 bytes."""
-    return stages * stage_bytes(block_n, ksplit) + reduce_bytes(block_n, ksplit) + SMEM_ALIGN
+def epilogue_bytes(epi_bufs: int) -> int:
+    """The TMA epilogue's staging past the ring (and KSPLIT 2's buffer): ``epi_bufs`` 8 KB chunk buffers per
+    consumer warpgroup (none with the direct epilogue: ``epi_bufs`` 0)."""
+    return CONSUMERS * epi_bufs * EPI_BUF_BYTES
 
 
-def block_shared_bytes(block_n: int, stages: int, ksplit: int = 1) -> int:
+def shared_bytes(block_n: int, stages: int, ksplit: int = 1, epi_bufs: int = 0) -> int:
+    """Dynamic shared memory of a launch: the stages, KSPLIT 2's buffer, the epilogue's staging, slack to align
+    them to 1024 bytes."""
+    return stages * stage_bytes(block_n, ksplit) + reduce_bytes(block_n, ksplit) + epilogue_bytes(epi_bufs) + SMEM_ALIGN
+
+
+def block_shared_bytes(block_n: int, stages: int, ksplit: int = 1, epi_bufs: int = 0) -> int:
     """Dynamic plus the static: the full/empty barriers and k_slices' word."""
-    return shared_bytes(block_n, stages, ksplit) + 2 * stages * BARRIER_BYTES + SLICES_IN_BYTES
+    return shared_bytes(block_n, stages, ksplit, epi_bufs) + 2 * stages * BARRIER_BYTES + SLICES_IN_BYTES
 
 
-def max_stages(block_n: int, smem_limit: int, ksplit: int = 1) -> int:
+def max_stages(block_n: int, smem_limit: int, ksplit: int = 1, epi_bufs: int = 0) -> int:
     """The most stages that fit; with KSPLIT 2 an even number (each consumer warpgroup owns every other slot)."""
-    fit = min(MAX_STAGES, (smem_limit - SMEM_ALIGN - SLICES_IN_BYTES - reduce_bytes(block_n, ksplit))
-              // (stage_bytes(block_n, ksplit) + 2 * BARRIER_BYTES))
+    fit = min(MAX_STAGES, (smem_limit - SMEM_ALIGN - SLICES_IN_BYTES - reduce_bytes(block_n, ksplit) -
+                           epilogue_bytes(epi_bufs)) // (stage_bytes(block_n, ksplit) + 2 * BARRIER_BYTES))
     return fit - fit % ksplit
+
+
+def epilogue_chunks(block_n: int) -> int:
+    """The TMA epilogue's chunks of a warpgroup's tile: 64 columns each (a 192-wide tile: 3)."""
+    return -(-block_n // EPI_COLS)
 
 
 # ------------------------------------------------------------------------------------------------
 # The kernel. Compile-time constants (unrolled): BN, N2 (BN / 2 accumulators), STAGES, MMA (the e4m3 wgmma of
-# N = BN), STAGE_BYTES, STAGE_TX, A_BYTES, A_ROWS, B_BYTES, CM, CN, KSPLIT, KSLICES, HOLDERS (``kernel_constants``).
-# Arguments: tensor maps of A (M x K e4m3 as uint8), B (N x K) and the scales of A (ceil(K/128) x M fp32
-# view); sb flat (ceil(N/128) x k_blocks); d: D's bf16 pairs as uint32, flat M x N / 2; ws and counters:
+# N = BN), STAGE_BYTES, STAGE_TX, A_BYTES, A_ROWS, B_BYTES, CM, CN, KSPLIT, KSLICES, HOLDERS, EPI_TMA, EPI_BUFS,
+# EPI_CHUNKS, REDUCE_BYTES (``kernel_constants``).
+# Arguments: tensor maps of A (M x K e4m3 as uint8), B (N x K), the scales of A (ceil(K/128) x M fp32 view) and
+# D (M x N bf16, boxes of 16 x 64: the TMA epilogue's; A's map stands in with the direct one); sb flat
+# (ceil(N/128) x k_blocks); d: D's bf16 pairs as uint32, flat M x N / 2 (the direct epilogue's); ws and counters:
 # k_slices' workspace (``workspace_words``) and one counter per sliced CTA tile, zero before the launch and after
 # it; M, N, K; tiles_m, tiles_n: cluster tiles; whole: the tiles walked whole before the sliced ones (KSLICES > 1).
 # ------------------------------------------------------------------------------------------------
@@ -189,9 +208,10 @@ def slice_k_blocks(k_slice, k_blocks, slices):
     return k_slice * k_blocks // slices, (k_slice + 1) * k_blocks // slices
 
 
-def fp8_gemm_kernel(tma_a, tma_b, tma_sa, sb, d, ws, counters, M, N, K, tiles_m, tiles_n, whole):
+def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_d, sb, d, ws, counters, M, N, K, tiles_m, tiles_n, whole):
     smem = cuda.shared.array(0, uint8)               # STAGES x (A | B | sa), aligned below
     smem_f32 = cuda.shared.array(0, float32)         # the same dynamic shared memory, as fp32 (the scales)
+    smem_u32 = cuda.shared.array(0, uint32)          # ... and as 32-bit words (the TMA epilogue's bf16 pairs)
     full = cuda.shared.array(STAGES, uint64)
     empty = cuda.shared.array(STAGES, uint64)
     slices_in = cuda.shared.array(1, int32)          # k_slices: the K slices of the tile counted before this one
@@ -293,6 +313,8 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, sb, d, ws, counters, M, N, K, tiles_m,
         row_t = row_wg + 16 * (t // 32) + (t % 32) // 4   # the thread's rows row_t and row_t + 8 (d_row_col)
         lane = t % 32
         lane0 = lane == 0
+        if EPI_TMA and lane0:                        # the TMA epilogue's storing threads: the host wrote D's map
+            ptx.fence_proxy_tensormap_generic_acquire_sys(ptx.addr(tma_d, 0))
         reduce_word = (pad + STAGES * STAGE_BYTES) // SCALE_BYTES   # KSPLIT 2: warpgroup 2's sums, past the ring
         acc = cuda.local.array(N2, float32)          # the promoted fp32 sums: registers (constant indices)
         acc_blk = cuda.local.array(N2, float32)      # one k-block's wgmma sums
@@ -454,16 +476,59 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, sb, d, ws, counters, M, N, K, tiles_m,
                         for i in unroll(N2, llvm=LLVM_LOOPS, nest=8):
                             acc[i] += ws[slot0 + (s * N2 + i) * HOLDERS]
 
-            # ---- epilogue: the warpgroup's 64 x BN of D, bf16 pairs straight from registers, rows < M
-            # (columns n0 + 8 j + 2 q and + 1 are the word (n0 + 8 j + 2 q) / 2 of the row's N / 2)
-            for h in unroll(2, llvm=LLVM_LOOPS):
-                r = m0 + row_t + 8 * h
-                if r < M:
-                    col = n0 + 2 * (t % 4)          # the thread's first column; N is even: pairs are whole
-                    word = r * (N >> 1) + (col >> 1)
-                    for j in unroll(BN // 8, llvm=LLVM_LOOPS, nest=8):
-                        if col + 8 * j < N:
-                            d[word + 4 * j] = ptx.cvt_rn_bf16x2_f32(acc[4 * j + 2 * h + 1], acc[4 * j + 2 * h])
+            # ---- epilogue: the warpgroup's 64 x BN of D (rows m0 + row_wg .., columns n0 ..)
+            if EPI_TMA:
+                # through this warpgroup's EPI_BUFS swizzled staging buffers of 64 columns, EPI_BUFS chunks a round,
+                # each warp on its own 16 rows: its lane 0 waits until the warp's earlier stores have read the
+                # buffers (wait_group.read 0), syncwarp, every lane writes its bf16 pairs (16-byte chunk c of row r at
+                # c ^ (r % 8): a warp's word stores hit 32 banks), fence.proxy.async, syncwarp, and lane 0 stores each
+                # chunk's 16 x 64 box (the map clips it at M and N), one bulk group. The next tile's k-loop runs while
+                # the stores drain. (Warp by warp: with the warpgroup's named barrier around them ptxas spilled at
+                # 192 wide.)
+                g = lane // 4
+                q = lane % 4
+                r16 = 16 * (t // 32)                     # the warp's rows r16 + g and r16 + g + 8 of the 64
+                staged = (pad + STAGES * STAGE_BYTES + REDUCE_BYTES + (wg - 1) * EPI_BUFS * EPI_BUF_BYTES) // WORD_BYTES
+                if m0 + row_wg + r16 < M:
+                    for rnd in unroll(EPI_ROUNDS):
+                        if n0 + rnd * EPI_BUFS * EPI_COLS < N:
+                            if lane0:
+                                ptx.cp_async_bulk_wait_group_read(0)
+                            cuda.syncwarp()
+                            for b in unroll(EPI_BUFS):
+                                ch = rnd * EPI_BUFS + b
+                                if ch < EPI_CHUNKS and n0 + ch * EPI_COLS < N:
+                                    buf = staged + b * (EPI_BUF_BYTES // WORD_BYTES)
+                                    for h in unroll(2, llvm=LLVM_LOOPS):
+                                        line = buf + (r16 + g + 8 * h) * (W.SWIZZLE_128B_ROW_BYTES // WORD_BYTES) + q
+                                        for jj in unroll(EPI_COLS // 8, llvm=LLVM_LOOPS, nest=8):
+                                            j = ch * (EPI_COLS // 8) + jj   # columns 8 jj + 2 q, + 1 of the chunk
+                                            smem_u32[line + ((jj ^ g) << 2)] = ptx.cvt_rn_bf16x2_f32(
+                                                acc[4 * j + 2 * h + 1], acc[4 * j + 2 * h])
+                            ptx.fence_proxy_async_shared_cta()
+                            cuda.syncwarp()
+                            if lane0:
+                                for b in unroll(EPI_BUFS):
+                                    ch = rnd * EPI_BUFS + b
+                                    if ch < EPI_CHUNKS and n0 + ch * EPI_COLS < N:
+                                        ptx.cp_async_bulk_tensor_2d_global_shared(
+                                            ptx.addr(tma_d, 0), n0 + ch * EPI_COLS, m0 + row_wg + r16,
+                                            ptx.addr(smem_u32, staged + b * (EPI_BUF_BYTES // WORD_BYTES) +
+                                                     r16 * (W.SWIZZLE_128B_ROW_BYTES // WORD_BYTES)))
+                                ptx.cp_async_bulk_commit_group()
+            else:
+                # bf16 pairs straight from registers, rows < M (columns n0 + 8 j + 2 q and + 1 are the word
+                # (n0 + 8 j + 2 q) / 2 of the row's N / 2)
+                for h in unroll(2, llvm=LLVM_LOOPS):
+                    r = m0 + row_t + 8 * h
+                    if r < M:
+                        col = n0 + 2 * (t % 4)          # the thread's first column; N is even: pairs are whole
+                        word = r * (N >> 1) + (col >> 1)
+                        for j in unroll(BN // 8, llvm=LLVM_LOOPS, nest=8):
+                            if col + 8 * j < N:
+                                d[word + 4 * j] = ptx.cvt_rn_bf16x2_f32(acc[4 * j + 2 * h + 1], acc[4 * j + 2 * h])
+        if EPI_TMA and lane0:
+            ptx.cp_async_bulk_wait_group_read(0)     # the last stores have read the staging buffers
 
     # ---- no CTA exits while a peer may still multicast into it or release its slots ----------------
     if CLUSTER > 1:
@@ -485,7 +550,7 @@ def workspace_words(cta_tiles: int, block_n: int, k_slices: int, ksplit: int = 1
     return cta_tiles * k_slices * W.accumulators(block_n) * holders(ksplit) if k_slices > 1 else 1
 
 
-def kernel_constants(block_n=128, stages=6, cluster=(1, 1), llvm_loops=True, ksplit=1, k_slices=1) -> dict:
+def kernel_constants(block_n=128, stages=6, cluster=(1, 1), llvm_loops=True, ksplit=1, k_slices=1, epi_bufs=0) -> dict:
     """The compile-time constants of one configuration (what ``unrolled`` substitutes). ``llvm_loops``: the
     accumulators' zeroing, promotion and epilogue loops left to LLVM (nested 8 deep, ``unroll(..., nest=8)``)
     instead of expanded statement by statement (False). Offline at 192 wide: 37.9 -> 9.0 s cold, 168 registers, no
@@ -493,6 +558,7 @@ def kernel_constants(block_n=128, stages=6, cluster=(1, 1), llvm_loops=True, ksp
     synccheck pass, speed 0.995-1.033x the expanded form's committed ratios to torch (bench/h200_fp8_speed_9b0fab2.json)."""
     assert block_n in BLOCK_NS and tuple(cluster) in CLUSTERS and ksplit in KSPLITS, (block_n, cluster, ksplit)
     assert 1 <= k_slices <= MAX_KSLICES, k_slices
+    assert 0 <= epi_bufs <= epilogue_chunks(block_n), (epi_bufs, block_n)
     cm, cn = cluster
     mma = getattr(ptx, f"wgmma_mma_async_sync_aligned_m64n{block_n}k32_f32_e4m3_e4m3_ss")
     col_mask = sum(1 << (j * cm) for j in range(cn))       # ranks (0, j): the CTAs of rank_m 0's cluster row
@@ -501,7 +567,9 @@ def kernel_constants(block_n=128, stages=6, cluster=(1, 1), llvm_loops=True, ksp
                 A_ROWS=a_rows(ksplit), B_BYTES=b_bytes(block_n), SMEM_ALIGN=SMEM_ALIGN, CM=cm, CN=cn,
                 CLUSTER=cm * cn, A_SHARE_BYTES=a_bytes(ksplit) // cn, B_SHARE_BYTES=b_bytes(block_n) // cm,
                 A_MASK=np.uint16(col_mask), B_MASK=np.uint16((1 << cm) - 1), LLVM_LOOPS=int(bool(llvm_loops)),
-                KSPLIT=ksplit, KSLICES=k_slices, HOLDERS=holders(ksplit))
+                KSPLIT=ksplit, KSLICES=k_slices, HOLDERS=holders(ksplit), EPI_TMA=int(epi_bufs > 0),
+                EPI_BUFS=max(1, epi_bufs), EPI_CHUNKS=epilogue_chunks(block_n),
+                EPI_ROUNDS=-(-epilogue_chunks(block_n) // max(1, epi_bufs)), REDUCE_BYTES=reduce_bytes(block_n, ksplit))
 
 
 def make_kernel(**config):
@@ -510,16 +578,16 @@ def make_kernel(**config):
 
 
 def kernel_argtypes():
-    """numba argument types: three tensor maps (A, B, A's scales), sb (float32, flat), D (uint32 bf16 pairs,
+    """numba argument types: four tensor maps (A, B, A's scales, D), sb (float32, flat), D (uint32 bf16 pairs,
     flat), k_slices' workspace (float32) and counters (int32, one per sliced CTA tile), M, N, K, tiles_m, tiles_n,
     whole (the cluster tiles walked whole before the sliced ones)."""
     from numba import types
 
     from ..ptx.tensor_map_type import tensormap
 
-    return (tensormap, tensormap, tensormap, types.float32[::1], types.uint32[::1], types.float32[::1],
+    return (tensormap, tensormap, tensormap, tensormap, types.float32[::1], types.uint32[::1], types.float32[::1],
             types.int32[::1], types.int32, types.int32, types.int32, types.int32, types.int32, types.int32)
 
 
 __all__ = ["BM", "BK", "BLOCK_NS", "CLUSTERS", "THREADS", "LAUNCH_BOUNDS", "make_kernel", "kernel_argtypes", "kernel_constants",
-           "a_rows", "a_bytes", "stage_bytes", "stage_tx", "shared_bytes", "block_shared_bytes", "max_stages", "holders", "workspace_words"]
+           "a_rows", "a_bytes", "stage_bytes", "stage_tx", "shared_bytes", "epilogue_bytes", "epilogue_chunks", "EPILOGUES", "block_shared_bytes", "max_stages", "holders", "workspace_words"]

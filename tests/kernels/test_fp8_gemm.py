@@ -37,12 +37,12 @@ _E4M3_RULE = "must hold float8 e4m3 (torch.float8_e4m3fn, or its codes in a uint
 # ---------------------------------------------------------------------------------------------
 def check(a=(200, 512), ad="uint8", sa=(200, 4), sas=(1, 200), sad="float32", b=(384, 512), bd="uint8",
           sb=(3, 4), sbd="float32", d=(200, 384), dd="uint16", contiguous=None, addresses=None, stages=6,
-          block_n=128, smem_limit=H200_SMEM, cluster=(1, 1), split_k=1, k_slices=1, tail_slices=1):
+          block_n=128, smem_limit=H200_SMEM, cluster=(1, 1), split_k=1, k_slices=1, tail_slices=1, **kw):
     c = {**dict(A=True, B=True, sb=True, D=True), **(contiguous or {})}
     at = {**dict(A=0x1000, B=0x2000, sa=0x3000, sb=0x4000, D=0x5000), **(addresses or {})}
     return check_fp8_gemm(a, ad, sa, sas, sad, b, bd, sb, sbd, d, dd, contiguous=c, addresses=at, stages=stages,
                           block_n=block_n, smem_limit=smem_limit, cluster=cluster, split_k=split_k, k_slices=k_slices,
-                          tail_slices=tail_slices)
+                          tail_slices=tail_slices, **kw)
 
 
 def test_check_accepts_and_reports():
@@ -117,6 +117,15 @@ _SPLIT_RULE = ("split_k must be one of (1, 2) (2: both consumer warpgroups on th
                         "persistent walk), got 17"),
     (dict(k_slices=5), "fp8_gemm: k_slices must be at most ceil(K/128), the k-blocks (every slice takes at least "
                        "one), got k_slices = 5 for K = 512 (4 k-blocks)"),
+    (dict(epilogue="smem"), "fp8_gemm: epilogue must be one of ('tma', 'direct'), got 'smem'"),
+    (dict(epilogue="tma", epilogue_buffers=3), "fp8_gemm: epilogue_buffers must be an integer in 1..2 (the TMA "
+     "epilogue's 64-column staging buffers per consumer warpgroup, at most one per chunk of block_n = 128), got 3"),
+    (dict(epilogue="tma", addresses=dict(D=0x5004)), "fp8_gemm: D must start on a 16-byte boundary (TMA's global "
+     "address rule) [cuTensorMapEncodeTiled], got address 0x5004 (4 bytes past one)"),
+    (dict(epilogue="tma", epilogue_buffers=2), "fp8_gemm: stages x (stage bytes + 2 barriers) + 1024 alignment "
+     "slack + 8 (k_slices' count) + the TMA epilogue's staging (2 warpgroups x epilogue_buffers x 8192) must fit the "
+     "232448 bytes of shared memory per block [CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN], got 6 x "
+     "(33792 + 16) + 1024 + 8 + 32768 = 236648 bytes (at most 5 stages fit)"),
     (dict(tail_slices=0), "fp8_gemm: tail_slices must be an integer in 1..16 (the K slices of each tile of the "
                           "persistent walk's last, partial round), got 0"),
     (dict(tail_slices=True), "fp8_gemm: tail_slices must be an integer in 1..16 (the K slices of each tile of the "
@@ -305,6 +314,29 @@ def test_bound_holds_for_the_model(outliers, rng):
 # Offline SASS
 # ---------------------------------------------------------------------------------------------
 @pytest.mark.sass
+@pytest.mark.parametrize("block_n, bufs, ksplit", [(128, 1, 1), (128, 2, 1), (64, 1, 2), (192, 3, 1)])
+def test_fp8_gemm_sass_tma_epilogue(block_n, bufs, ksplit):
+    """The TMA epilogue: D's bf16 pairs into the staging buffers (one STS each; split_k 2 adds warpgroup 2's sums),
+    TMA stores (UTMASTG) of each warp's 16 x 64 boxes, no STG of D. No local memory up to 128 wide, the default;
+    at 192 wide ptxas spills a few words (``fp8_gemm.TMA_EPILOGUE_MAX_BLOCK_N``): at most 48 bytes of stack."""
+    from tests.sass import assert_sass
+
+    kernel = FK.make_kernel(block_n=block_n, stages=FK.max_stages(block_n, H200_SMEM, ksplit, bufs), ksplit=ksplit,
+                            epi_bufs=bufs)
+    wide = block_n > G.TMA_EPILOGUE_MAX_BLOCK_N
+    cubin = assert_sass(kernel, FK.kernel_argtypes(), has=("UTMALDG.2D", "UTMASTG.2D", "QGMMA"),
+                        lacks=("CALL", "STG.E") + (() if wide else ("LDL", "STL")), spills_ok=wide,
+                        launch_bounds=FK.LAUNCH_BOUNDS)
+    ops = cubin.opcodes
+    n2 = FK.W.accumulators(block_n)
+    print(cubin.resources, "STS:", ops.count("STS"))
+    # (LLVM may duplicate the epilogue per path of the tile's edge tests: at least one copy of every conversion)
+    assert ops.count("F2FP.BF16.F32.PACK_AB") >= n2 // 2 and ops.count("STS") >= n2 // 2 + n2 * (ksplit == 2)
+    assert ops.count("UTMASTG.2D") == FK.epilogue_chunks(block_n) and ops.count("FENCE.VIEW.ASYNC.S") >= 1
+    assert cubin.resources.stack <= (48 if wide else 0) and cubin.resources.local == 0
+
+
+@pytest.mark.sass
 @pytest.mark.parametrize("block_n, cluster, ksplit, k_slices", [
     (128, (1, 1), 1, 1), (64, (1, 1), 1, 1), (192, (1, 1), 1, 1), (128, (2, 2), 1, 1), (64, (1, 1), 2, 1),
     (128, (1, 2), 2, 1), (64, (1, 1), 2, 4), (192, (1, 1), 1, 2), (128, (1, 2), 1, 8)])
@@ -488,7 +520,8 @@ def test_fp8_gemm_split_k_stages_gpu(block_n, stages, cluster, rng):
     """split_k 2 at 40 x 520 x 2320 (M <= 64): the stages hold A's 64 rows, so 12 fit at 64 wide; in clusters along
     N each CTA loads 64 / CN of them and multicasts its share; partial tiles along N and K."""
     a, sa, b, sb = G.random_operands(rng, 40, 520, 2320)
-    assert within_bound(run_gpu(a, sa, b, sb, stages, block_n, cluster, split_k=2, k_slices=1), a, sa, b, sb)
+    assert within_bound(run_gpu(a, sa, b, sb, stages, block_n, cluster, split_k=2, k_slices=1, epilogue="direct"),
+                        a, sa, b, sb)
 
 
 @pytest.mark.gpu

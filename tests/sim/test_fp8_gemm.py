@@ -171,11 +171,14 @@ def test_fresh_block_accumulator_is_what_promotion_needs(broken, rng):
 def test_empty_barrier_counting_only_its_own_consumers_is_caught(broken, rng):
     """An empty barrier that counts only this CTA's consumer warps, while its cluster peer's warps arrive on it
     too, completes a phase early: the producer refills a stage whose scales the consumers still read (seen as the
-    copy landing on a word a consumer read, or as a consumer's wait returning for the phase before)."""
+    copy landing on a word a consumer read, on an operand of a wgmma not yet retired, or as a consumer's wait
+    returning for the phase before)."""
     broken("pipeline_init(full, empty, STAGES, 1, CONSUMER_WARPS // KSPLIT * (CM + CN - 1))",
            "pipeline_init(full, empty, STAGES, 1, CONSUMER_WARPS // KSPLIT)")
-    with pytest.raises(sim.SharedMemoryRaceError, match=r"(?s)(cp_async_bulk_tensor_2d_shared_global.*an earlier "
-                       r"read by thread|made a read of word 0x[0-9a-f]+, which a copy completing phase \d+ writes)"):
+    with pytest.raises((sim.SharedMemoryRaceError, sim.WgmmaPendingError),
+                       match=r"(?s)(cp_async_bulk_tensor_2d_shared_global.*an earlier read by thread|made a read of word "
+                       r"0x[0-9a-f]+, which a copy completing phase \d+ writes|must not be overwritten until a "
+                       r"wgmma_wait_group retires)"):
         run(rng, 130, 128, 640, 2, cluster=(2, 1), block_n=128)
 
 
@@ -287,3 +290,23 @@ def test_tail_slices_meet(m, n, k, options, sliced, workspaces, rng):
     assert np.all(np.abs(got - G.reference(a, sa, b, sb)) <= G.error_bound(a, sa, b, sb))
     (ws, counters), = workspaces
     assert counters.size == sliced and not counters.copy_to_host().any()
+
+
+@pytest.mark.parametrize("m, n, k, options", [
+    (130, 200, 256, dict(block_n=64, epilogue="direct")),           # each thread's bf16 pairs straight to D
+    (70, 328, 256, dict(block_n=192, epilogue_buffers=3)),          # a buffer per chunk; the second tile's third
+                                                                    # chunk 8 columns deep (TMA clips at N)
+    (40, 200, 384, dict(block_n=128, epilogue_buffers=2, split_k=2)),   # warpgroup 1 stores the 64 rows
+])
+def test_epilogues(m, n, k, options, rng):
+    """Both epilogues and the TMA one's buffer counts (the default, tested everywhere else, is "tma" with one)."""
+    got, a, sa, b, sb = run(rng, m, n, k, 2, **options)
+    assert np.all(np.abs(got - G.reference(a, sa, b, sb)) <= G.error_bound(a, sa, b, sb))
+
+
+def test_tma_epilogue_reuses_its_buffer_across_tiles(rng):
+    """One SM walks 8 tiles with one staging buffer per warpgroup: each chunk waits until the store of the one
+    before has read the buffer."""
+    with sim.settings(sms=1, seed=5, switch=0.3):
+        got, a, sa, b, sb = run(rng, 130, 256, 256, 2, block_n=64, epilogue_buffers=1)
+    assert np.all(np.abs(got - G.reference(a, sa, b, sb)) <= G.error_bound(a, sa, b, sb))
