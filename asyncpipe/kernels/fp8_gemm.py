@@ -328,7 +328,7 @@ def _plan(a, sa, b, sb, out, stages, block_n, cluster, split_k, k_slices, tail_s
     if split_k is None and len(aa.shape) == 2 and isinstance(block_n, int):
         split_k = default_split_k(aa.shape[0], block_n)
     if epilogue is None:
-        epilogue = default_epilogue(block_n, _address(da))
+        epilogue = default_epilogue(block_n, _address(da), aa.shape[1] if len(aa.shape) == 2 else 0)
     if epilogue_buffers is None and block_n in FK.BLOCK_NS:
         epilogue_buffers = default_epilogue_buffers(block_n)
     bufs = epilogue_buffers if epilogue == "tma" and isinstance(epilogue_buffers, (int, np.integer)) else 0
@@ -458,22 +458,26 @@ BENCH_SHAPES = ((4096, 4096, 4096), (8192, 8192, 8192),
 H200_SMS, H200_SMEM_OPTIN = 132, 232448      # the H200's SMs and opt-in shared memory per block (bytes)
 
 
-TMA_EPILOGUE_MAX_BLOCK_N = 128     # at 192 wide the TMA epilogue makes ptxas spill a few words (40 bytes of stack)
+TMA_EPILOGUE_MAX_BLOCK_N = 128     # past it (192 wide) the TMA epilogue makes ptxas spill a few words (40 bytes of stack)
+TMA_EPILOGUE_WIDE_MAX_K = 2048     # ... and pays only where the tiles are short (K <= 2048: 16 k-blocks or fewer)
 
 
-def default_epilogue(block_n, d_address: int) -> str:
-    """"tma" where D is 16-byte aligned and the tile at most 128 wide, else "direct". Measured on an H100 (2026-12-06,
-    ``bench/h100_fp8_epilogue_sweep_*.json``): the TMA epilogue ran 1.22x the direct one at 512 x 7168 x 2048 (128
-    wide), 1.00-1.03x at M <= 128 (64 wide, one tile per CTA: nothing to overlap); at 192 wide, where it spills,
-    1.04-1.20x at K <= 2048 but 0.83-0.95x at K >= 4096."""
-    return "tma" if d_address % TMA_ALIGN == 0 and block_n in FK.BLOCK_NS and block_n <= TMA_EPILOGUE_MAX_BLOCK_N \
-        else "direct"
+def default_epilogue(block_n, d_address: int, k: int) -> str:
+    """"tma" where D is 16-byte aligned and either the tile is at most 128 wide or K at most 2048, else "direct".
+    Measured on an H100 (2026-12-06, ``bench/h100_fp8_epilogue_sweep_d4b83b8.json``, the per-warp form): the TMA
+    epilogue ran 1.16-1.18x the direct one at 512 x 7168 x 2048 (128 wide), 1.00x at 64 x 7168 x 2048 (one tile per
+    CTA: nothing to overlap); at 192 wide, where it spills, 1.05-1.08x at 4096 x 7168 x 2048 and 4096 x 24576 x 1536,
+    0.94-0.95x at 4096^3 (and 0.83-0.95x at K >= 4096 in the chunk-barrier form's sweep)."""
+    if d_address % TMA_ALIGN or block_n not in FK.BLOCK_NS:
+        return "direct"
+    return "tma" if block_n <= TMA_EPILOGUE_MAX_BLOCK_N or k <= TMA_EPILOGUE_WIDE_MAX_K else "direct"
 
 
 def default_epilogue_buffers(block_n: int) -> int:
-    """The TMA epilogue's staging buffers per consumer warpgroup by default: one (8 KB; the most stages; at 128 wide
-    one and two ran alike, 623 and 625 TFLOPS at 512 x 7168 x 2048)."""
-    return 1
+    """The TMA epilogue's staging buffers per consumer warpgroup by default: one up to 128 wide (8 KB, the most
+    stages; at 128 wide one and two ran within 2 %), a buffer per chunk at 192 (3: 4 stages; 1.07-1.08x the direct
+    epilogue against 1.05-1.07x with one)."""
+    return 1 if block_n <= TMA_EPILOGUE_MAX_BLOCK_N else FK.epilogue_chunks(block_n)
 
 
 def default_split_k(m: int, block_n: int) -> int:
@@ -491,7 +495,7 @@ def bench_configs(sm_count: int = H200_SMS, smem_optin: int = H200_SMEM_OPTIN) -
         bn = choose_block_n(m, n, sm_count)
         cluster = choose_cluster(m, n, bn, sm_count)
         split = default_split_k(m, bn)
-        bufs = default_epilogue_buffers(bn) if default_epilogue(bn, 0) == "tma" else 0
+        bufs = default_epilogue_buffers(bn) if default_epilogue(bn, 0, k) == "tma" else 0
         out.add((bn, FK.max_stages(bn, smem_optin, split, bufs), cluster, split,
                  choose_k_slices(m, n, k, bn, cluster, sm_count), bufs))
     return sorted(out)
@@ -520,7 +524,7 @@ def benchmark(m: int, n: int, k: int, *, stages=None, block_n=None, cluster=None
     ms = time_ms(run, reps=reps)
     used = stages if stages is not None else "auto"
     cm, cn = cluster
-    epi = default_epilogue(bn, _address(d))
+    epi = default_epilogue(bn, _address(d), k)
     record = {"kernel": f"fp8_gemm_e4m3_blockscaled_bn{bn}_s{used}_c{cm}x{cn}" + (f"_k{slices}" if slices > 1 else "") +
               (f"_t{tail}" if tail > 1 else "") + ("_tma" if epi == "tma" else ""),
               "shape": [m, n, k], "ms": ms,
