@@ -305,6 +305,7 @@ def test_epilogues(m, n, k, options, rng):
     assert np.all(np.abs(got - G.reference(a, sa, b, sb)) <= G.error_bound(a, sa, b, sb))
 
 
+@pytest.mark.slow    # (11 s; test_fp8_gemm_persistent_on_one_sm reuses the default's one buffer across two tiles)
 def test_tma_epilogue_reuses_its_buffer_across_tiles(rng):
     """One SM walks 8 tiles with one staging buffer per warpgroup: each chunk waits until the store of the one
     before has read the buffer."""
