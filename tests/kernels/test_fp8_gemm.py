@@ -538,6 +538,24 @@ def test_fp8_gemm_configurations_gpu(block_n, stages, cluster, rng):
     assert within_bound(run_gpu(a, sa, b, sb, stages, block_n, cluster), a, sa, b, sb)
 
 
+def three_launches_agree(m, n, k, options, rng):
+    """Three launches of one plan (the sliced walks' workspace and counters reused) on a D poisoned before each: the
+    same bits each time, no element unwritten, within the bound."""
+    a, sa, b, sb = G.random_operands(rng, m, n, k)
+    args = (cuda.to_device(a), G.to_device_scales(sa), cuda.to_device(b), cuda.to_device(sb))
+    poison = np.full((m, n), 0x7FC0, np.uint16)
+    d = cuda.to_device(poison)
+    outs = []
+    for _ in range(3):
+        d.copy_to_device(poison)
+        fp8_gemm(*args, d, **options)
+        outs.append(d.copy_to_host())
+    np.testing.assert_array_equal(outs[0], outs[2])
+    np.testing.assert_array_equal(outs[0], outs[1])
+    got = bf16_to_float32(outs[0]).astype(np.float64)
+    assert not np.isnan(got).any() and within_bound(got, a, sa, b, sb)
+
+
 @pytest.mark.gpu
 @pytest.mark.hopper
 @pytest.mark.parametrize("m, n, k, options", [
@@ -551,19 +569,7 @@ def test_fp8_gemm_k_slices_gpu(m, n, k, options, rng):
     """k_slices: a tile's slices on different SMs at once, the last to count adding the others' sums (fenced writes,
     an atomic count); run three times on the same plan, D poisoned before each (a counter the launch before left
     set would leave tiles unwritten), with the same bits each time (the slices always added in one order)."""
-    a, sa, b, sb = G.random_operands(rng, m, n, k)
-    args = (cuda.to_device(a), G.to_device_scales(sa), cuda.to_device(b), cuda.to_device(sb))
-    poison = np.full((m, n), 0x7FC0, np.uint16)
-    d = cuda.to_device(poison)
-    outs = []
-    for _ in range(3):
-        d.copy_to_device(poison)
-        fp8_gemm(*args, d, **options)
-        outs.append(d.copy_to_host())
-    np.testing.assert_array_equal(outs[0], outs[2])
-    np.testing.assert_array_equal(outs[0], outs[1])
-    got = bf16_to_float32(outs[0]).astype(np.float64)
-    assert not np.isnan(got).any() and within_bound(got, a, sa, b, sb)
+    three_launches_agree(m, n, k, options, rng)
 
 
 @pytest.mark.gpu
@@ -577,19 +583,7 @@ def test_fp8_gemm_k_slices_gpu(m, n, k, options, rng):
 def test_fp8_gemm_tail_slices_gpu(m, n, k, options, rng):
     """tail_slices: the tiles of the full rounds walked whole, the last round's in K slices that the last to count
     adds; three launches of one plan on a poisoned D, the same bits each time."""
-    a, sa, b, sb = G.random_operands(rng, m, n, k)
-    args = (cuda.to_device(a), G.to_device_scales(sa), cuda.to_device(b), cuda.to_device(sb))
-    poison = np.full((m, n), 0x7FC0, np.uint16)
-    d = cuda.to_device(poison)
-    outs = []
-    for _ in range(3):
-        d.copy_to_device(poison)
-        fp8_gemm(*args, d, **options)
-        outs.append(d.copy_to_host())
-    np.testing.assert_array_equal(outs[0], outs[1])
-    np.testing.assert_array_equal(outs[0], outs[2])
-    got = bf16_to_float32(outs[0]).astype(np.float64)
-    assert not np.isnan(got).any() and within_bound(got, a, sa, b, sb)
+    three_launches_agree(m, n, k, options, rng)
 
 
 @pytest.mark.gpu
