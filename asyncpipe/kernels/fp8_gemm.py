@@ -49,7 +49,7 @@ SCALE_ITEM = 4
 
 def check_fp8_gemm(a_shape, a_dtype, sa_shape, sa_strides, sa_dtype, b_shape, b_dtype, sb_shape, sb_dtype,
                    d_shape, d_dtype, *, contiguous, addresses, stages, block_n, smem_limit, cluster=(1, 1),
-                   split_k=1, k_slices=1, tail_slices=1, epilogue="direct", epilogue_buffers=1):
+                   split_k=1, k_slices=1, tail_slices=1, epilogue="direct", epilogue_buffers=1, pingpong=False):
     """Every rule of ``fp8_gemm``'s inputs, with no GPU: shapes as tuples, dtypes as names ("float8_e4m3fn",
     "bfloat16" for torch tensors), ``sa_strides`` in elements, ``contiguous`` a dict name -> bool for A, B, sb
     and D, ``addresses`` name -> device address. Returns ``(M, N, K, ld)`` (``ld``: sa's K-block stride)."""
@@ -131,6 +131,10 @@ def check_fp8_gemm(a_shape, a_dtype, sa_shape, sa_strides, sa_dtype, b_shape, b_
     check(k_slices == 1 or tail_slices == 1, API,
           "k_slices (every tile sliced) and tail_slices (the last round's tiles) exclude each other: one may be above 1",
           f"k_slices = {k_slices}, tail_slices = {tail_slices}")
+    check(isinstance(pingpong, (bool, np.bool_)), API, "pingpong must be True or False", repr(pingpong))
+    check(not pingpong or split_k == 1, API,
+          "pingpong (the consumer warpgroups take turns issuing their k-block's mmas) needs split_k 1: with split_k 2 "
+          "they take alternate ring slots already", f"split_k = {split_k}")
     bufs = epilogue_buffers if tma_epilogue else 0
     need = FK.block_shared_bytes(block_n, stages, split_k, bufs)
     reduce, staging = FK.reduce_bytes(block_n, split_k), FK.epilogue_bytes(bufs)
@@ -254,7 +258,7 @@ def walked_whole(tiles: int, slots: int, k_slices: int, tail_slices: int) -> int
 
 
 def fp8_gemm(a, sa, b, sb, out=None, *, stages=None, block_n=None, cluster=None, split_k=None, k_slices=None,
-             tail_slices=None, epilogue=None, epilogue_buffers=None, stream=0):
+             tail_slices=None, epilogue=None, epilogue_buffers=None, pingpong=None, stream=0):
     """D = (A * sa) (B * sb)^T in bf16 (see the module doc); returns ``out``. ``block_n``: the tile's width, one of
     ``fp8_gemm_kernel.BLOCK_NS``, by default ``choose_block_n``'s. ``stages``: ring depth, by default the most
     that fit (``fp8_gemm_kernel.max_stages``: 6 at 128 wide on the H200, 9 at 64, 12 at 64 with split_k 2).
@@ -274,7 +278,9 @@ def fp8_gemm(a, sa, b, sb, out=None, *, stages=None, block_n=None, cluster=None,
     next tile's k-loop runs; D 16-byte aligned) or "direct" (each thread stores its bf16 pairs); by default
     ``default_epilogue``'s. ``epilogue_buffers``: the TMA epilogue's 8 KB staging buffers per consumer
     warpgroup, 1 to block_n / 64 (more: fewer waits on the stores, fewer stages), by default
-    ``default_epilogue_buffers``'."""
+    ``default_epilogue_buffers``'. ``pingpong``: the two consumer warpgroups take turns issuing each k-block's
+    mmas (named barriers), so that one promotes while the other's mmas run (FlashAttention-3's scheduling); split_k
+    1 only; by default ``default_pingpong``'s."""
     if out is None:
         aa, _ = _view("A", a)
         ba, _ = _view("B", b)
@@ -287,10 +293,11 @@ def fp8_gemm(a, sa, b, sb, out=None, *, stages=None, block_n=None, cluster=None,
         else:
             out = cuda.device_array((m, n), np.uint16, stream=stream or 0)
     key = (array_key(a), array_key(sa), array_key(b), array_key(sb), array_key(out),
-           *option_key(stages, block_n, cluster, split_k, k_slices, tail_slices, epilogue, epilogue_buffers),
+           *option_key(stages, block_n, cluster, split_k, k_slices, tail_slices, epilogue, epilogue_buffers,
+                      pingpong),
            id(stream) if stream else 0)
     run_plan(_plans, key, lambda: _plan(a, sa, b, sb, out, stages, block_n, cluster, split_k, k_slices, tail_slices,
-                                        epilogue, epilogue_buffers, stream))
+                                        epilogue, epilogue_buffers, pingpong, stream))
     return out
 
 
@@ -298,9 +305,9 @@ _plans = PlanCache()
 
 
 @functools.lru_cache(maxsize=None)
-def _jit(block_n, stages, cluster, split_k=1, k_slices=1, epi_bufs=0):
+def _jit(block_n, stages, cluster, split_k=1, k_slices=1, epi_bufs=0, pingpong=False):
     return jit(FK.make_kernel(block_n=block_n, stages=stages, cluster=cluster, ksplit=split_k, k_slices=k_slices,
-                              epi_bufs=epi_bufs), launch_bounds=FK.LAUNCH_BOUNDS)
+                              epi_bufs=epi_bufs, pingpong=pingpong), launch_bounds=FK.LAUNCH_BOUNDS)
 
 
 def slice_workspace(cta_tiles: int, block_n: int, k_slices: int, split_k: int) -> tuple:
@@ -311,7 +318,7 @@ def slice_workspace(cta_tiles: int, block_n: int, k_slices: int, split_k: int) -
 
 
 def _plan(a, sa, b, sb, out, stages, block_n, cluster, split_k, k_slices, tail_slices, epilogue, epilogue_buffers,
-          stream):
+          pingpong, stream):
     """Every check, the tensor maps, the grid and the marshalled launch of one problem."""
     from ..host import device_info
     from ..host.launch import persistent_grid, prepare_launch, resident_blocks
@@ -336,6 +343,8 @@ def _plan(a, sa, b, sb, out, stages, block_n, cluster, split_k, k_slices, tail_s
         stages = FK.max_stages(block_n, info.max_shared_per_block_optin, split_k if split_k in FK.KSPLITS else 1, bufs)
     if k_slices is None and len(aa.shape) == 2 and len(ba.shape) == 2 and _is_pair(cluster):
         k_slices = choose_k_slices(aa.shape[0], ba.shape[0], aa.shape[1], block_n, tuple(cluster), info.sm_count)
+    if pingpong is None:
+        pingpong = default_pingpong(split_k)
     arrays = {"A": aa, "B": ba, "sb": sba, "D": da}
     M, N, K, ld = check_fp8_gemm(
         tuple(aa.shape), at, tuple(saa.shape), _strides(saa), sat,
@@ -344,7 +353,7 @@ def _plan(a, sa, b, sb, out, stages, block_n, cluster, split_k, k_slices, tail_s
         addresses={"sa": _address(saa), **{k: _address(v) for k, v in arrays.items()}},
         stages=stages, block_n=block_n, smem_limit=info.max_shared_per_block_optin, cluster=cluster, split_k=split_k,
         k_slices=1 if k_slices is None else k_slices, tail_slices=1 if tail_slices is None else tail_slices,
-        epilogue=epilogue, epilogue_buffers=epilogue_buffers)
+        epilogue=epilogue, epilogue_buffers=epilogue_buffers, pingpong=pingpong)
     cm, cn = (int(v) for v in cluster)
     kb = k_blocks(K)
     # A's scales as TMA sees them: the K-block-major KB x M view (row pitch ld), one box = 128 rows' scales
@@ -360,7 +369,7 @@ def _plan(a, sa, b, sb, out, stages, block_n, cluster, split_k, k_slices, tail_s
     k_slices, tail_slices = int(k_slices or 1), int(tail_slices or 1)
     slices = max(k_slices, tail_slices)
     words = da.reshape(M * N).view(np.uint32)
-    kernel = _jit(block_n, int(stages), (cm, cn), split_k, slices, bufs)
+    kernel = _jit(block_n, int(stages), (cm, cn), split_k, slices, bufs, bool(pingpong))
     launch = dict(cluster=cm * cn if cm * cn > 1 else None,
                   shared_mem=FK.shared_bytes(block_n, int(stages), split_k, bufs), stream=stream)
 
@@ -478,6 +487,11 @@ def default_epilogue_buffers(block_n: int) -> int:
     stages; at 128 wide one and two ran within 2 %), a buffer per chunk at 192 (3: 4 stages; 1.07-1.08x the direct
     epilogue against 1.05-1.07x with one)."""
     return 1 if block_n <= TMA_EPILOGUE_MAX_BLOCK_N else FK.epilogue_chunks(block_n)
+
+
+def default_pingpong(split_k) -> bool:
+    """Whether the consumer warpgroups take turns issuing their mmas by default (never with split_k 2)."""
+    return False
 
 
 def default_split_k(m: int, block_n: int) -> int:

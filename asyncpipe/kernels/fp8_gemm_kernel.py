@@ -125,6 +125,7 @@ KSPLITS = (1, 2)                    # 2: both consumer warpgroups take the same 
 KSPLIT_MAX_BLOCK_N = 128            # at 192 wide KSPLIT 2's reduction makes ptxas spill
 REDUCE_FULL, REDUCE_FREE = 1, 2     # KSPLIT 2's named barriers: warpgroup 2's sums written / read (0: syncthreads)
 SLICE_SYNC = 3                      # k_slices' named barrier: the holders of a tile's sums
+TURN = 4                            # PINGPONG's named barriers: TURN + w - 1 is warpgroup w's turn to issue (4, 5)
 MAX_KSLICES = 16                    # K slices of a tile (each a unit of the persistent walk): at most
 SLICES_IN_BYTES = 8                 # k_slices' static shared word (the count a slice found), as numba pads it
 N_MULTIPLE = 8                      # D's rows: whole 16-byte lines of bf16 (the stores write bf16 pairs)
@@ -345,6 +346,8 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_d, sb, d, ws, counters, M, N, K, t
         unit = cluster
         tm, ks, tn, slot = walk(unit)
         tiles_done = 0
+        if PINGPONG and wg == 2:
+            ptx.bar_arrive(TURN, 2 * W.WARPGROUP_THREADS)     # warpgroup 1 issues first
         kb_lo, kb_hi = k_range(ks, slot)
         sb_row, sb_row2 = sb_rows(tn)
         sb_cur = sb_chunk(sb_row, kb_lo)
@@ -384,6 +387,8 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_d, sb, d, ws, counters, M, N, K, t
                 b_addr = base + pad + st.stage * STAGE_BYTES + A_BYTES
                 a_desc = W.matrix_descriptor(a_addr, W.K_MAJOR_128B_LBO, W.K_MAJOR_128B_SBO, W.SWIZZLE_128B, 0)
                 b_desc = W.matrix_descriptor(b_addr, W.K_MAJOR_128B_LBO, W.K_MAJOR_128B_SBO, W.SWIZZLE_128B, 0)
+                if PINGPONG:                         # wait for the other warpgroup's mmas to be issued
+                    ptx.bar_sync(TURN + wg - 1, 2 * W.WARPGROUP_THREADS)
                 ptx.wgmma_fence_sync_aligned()       # acc_blk was read by the last promotion
                 for s in unroll(K_STEPS):
                     # K-major, 128B swizzle: the k32 step s starts 32 bytes further along each row;
@@ -392,6 +397,8 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_d, sb, d, ws, counters, M, N, K, t
                     MMA(ptx.addr(acc_blk, 0), W.advance_descriptor(a_desc, step), W.advance_descriptor(b_desc, step),
                         0 if s == 0 else 1)
                 ptx.wgmma_commit_group_sync_aligned()
+                if PINGPONG:                         # the other warpgroup's turn: its mmas queue behind these
+                    ptx.bar_arrive(TURN + 2 - wg, 2 * W.WARPGROUP_THREADS)
                 sa_word = (pad + st.stage * STAGE_BYTES + A_BYTES + B_BYTES) // SCALE_BYTES + row_t
                 sa0 = smem_f32[sa_word]              # the scales of rows row_t and row_t + 8
                 sa1 = smem_f32[sa_word + 8]
@@ -536,6 +543,8 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_d, sb, d, ws, counters, M, N, K, t
                                 d[word + 4 * j] = ptx.cvt_rn_bf16x2_f32(acc[4 * j + 2 * h + 1], acc[4 * j + 2 * h])
         if EPI_TMA and lane0:
             ptx.cp_async_bulk_wait_group_read(0)     # the last stores have read the staging buffers
+        if PINGPONG and wg == 1:
+            ptx.bar_sync(TURN, 2 * W.WARPGROUP_THREADS)   # warpgroup 2's last turn given back: none left pending
 
     # ---- no CTA exits while a peer may still multicast into it or release its slots ----------------
     if CLUSTER > 1:
@@ -557,7 +566,8 @@ def workspace_words(cta_tiles: int, block_n: int, k_slices: int, ksplit: int = 1
     return cta_tiles * k_slices * W.accumulators(block_n) * holders(ksplit) if k_slices > 1 else 1
 
 
-def kernel_constants(block_n=128, stages=6, cluster=(1, 1), llvm_loops=True, ksplit=1, k_slices=1, epi_bufs=0) -> dict:
+def kernel_constants(block_n=128, stages=6, cluster=(1, 1), llvm_loops=True, ksplit=1, k_slices=1, epi_bufs=0,
+                     pingpong=False) -> dict:
     """The compile-time constants of one configuration (what ``unrolled`` substitutes). ``llvm_loops``: the
     accumulators' zeroing, promotion and epilogue loops left to LLVM (nested 8 deep, ``unroll(..., nest=8)``)
     instead of expanded statement by statement (False). Offline at 192 wide: 37.9 -> 9.0 s cold, 168 registers, no
@@ -566,6 +576,7 @@ def kernel_constants(block_n=128, stages=6, cluster=(1, 1), llvm_loops=True, ksp
     assert block_n in BLOCK_NS and tuple(cluster) in CLUSTERS and ksplit in KSPLITS, (block_n, cluster, ksplit)
     assert 1 <= k_slices <= MAX_KSLICES, k_slices
     assert 0 <= epi_bufs <= epilogue_chunks(block_n), (epi_bufs, block_n)
+    assert not (pingpong and ksplit == 2), "KSPLIT 2's warpgroups take turns by ring slot already"
     cm, cn = cluster
     mma = getattr(ptx, f"wgmma_mma_async_sync_aligned_m64n{block_n}k32_f32_e4m3_e4m3_ss")
     col_mask = sum(1 << (j * cm) for j in range(cn))       # ranks (0, j): the CTAs of rank_m 0's cluster row
@@ -576,7 +587,8 @@ def kernel_constants(block_n=128, stages=6, cluster=(1, 1), llvm_loops=True, ksp
                 A_MASK=np.uint16(col_mask), B_MASK=np.uint16((1 << cm) - 1), LLVM_LOOPS=int(bool(llvm_loops)),
                 KSPLIT=ksplit, KSLICES=k_slices, HOLDERS=holders(ksplit), EPI_TMA=int(epi_bufs > 0),
                 EPI_BUFS=max(1, epi_bufs), EPI_CHUNKS=epilogue_chunks(block_n),
-                EPI_ROUNDS=-(-epilogue_chunks(block_n) // max(1, epi_bufs)), REDUCE_BYTES=reduce_bytes(block_n, ksplit))
+                EPI_ROUNDS=-(-epilogue_chunks(block_n) // max(1, epi_bufs)), REDUCE_BYTES=reduce_bytes(block_n, ksplit),
+                PINGPONG=int(bool(pingpong)))
 
 
 def make_kernel(**config):

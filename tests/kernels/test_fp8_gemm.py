@@ -134,6 +134,10 @@ _SPLIT_RULE = ("split_k must be one of (1, 2) (2: both consumer warpgroups on th
                           "least one), got tail_slices = 5 for K = 512 (4 k-blocks)"),
     (dict(k_slices=2, tail_slices=3), "fp8_gemm: k_slices (every tile sliced) and tail_slices (the last round's "
                                       "tiles) exclude each other: one may be above 1, got k_slices = 2, tail_slices = 3"),
+    (dict(pingpong=1), "fp8_gemm: pingpong must be True or False, got 1"),
+    (dict(a=(64, 512), sa=(64, 4), sas=(1, 64), d=(64, 384), split_k=2, stages=4, pingpong=True),
+     "fp8_gemm: pingpong (the consumer warpgroups take turns issuing their k-block's mmas) needs split_k 1: with "
+     "split_k 2 they take alternate ring slots already, got split_k = 2"),
     (dict(a=(64, 512), sa=(64, 4), sas=(1, 64), d=(64, 384), split_k=2, block_n=192, stages=2),
      "fp8_gemm: split_k 2 needs block_n at most 128 (at 192 its reduction makes ptxas spill), got block_n = 192"),
 ])
@@ -536,6 +540,21 @@ def test_fp8_gemm_configurations_gpu(block_n, stages, cluster, rng):
     CTAs past the edge load and share zeros and store nothing)."""
     a, sa, b, sb = G.random_operands(rng, 300, 520, 1552)
     assert within_bound(run_gpu(a, sa, b, sb, stages, block_n, cluster), a, sa, b, sb)
+
+
+@pytest.mark.gpu
+@pytest.mark.hopper
+@pytest.mark.parametrize("m, n, k, options", [
+    (300, 520, 1552, dict(block_n=128, epilogue="direct")),     # partial tiles along M, N and K
+    (300, 520, 1552, dict(block_n=192, epilogue="tma")),        # the turns around the TMA epilogue's stores
+    (2048, 2304, 1024, dict(block_n=128, cluster=(2, 1))),      # persistent: the turns carry across tiles
+    (1100, 1000, 1552, dict(block_n=64, tail_slices=3)),        # the last round's tiles in K slices
+    (100, 520, 1552, dict(block_n=64, k_slices=13, split_k=1)), # one k-block a slice
+], ids=lambda v: "x".join(map(str, v)) if isinstance(v, tuple) else None)
+def test_fp8_gemm_pingpong_gpu(m, n, k, options, rng):
+    """pingpong: the consumer warpgroups take turns issuing each k-block's mmas (named barriers 4 and 5); three
+    launches of one plan on a poisoned D, the same bits each time, within the bound."""
+    three_launches_agree(m, n, k, dict(options, pingpong=True), rng)
 
 
 def three_launches_agree(m, n, k, options, rng):

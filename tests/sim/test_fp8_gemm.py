@@ -312,3 +312,15 @@ def test_tma_epilogue_reuses_its_buffer_across_tiles(rng):
     with sim.settings(sms=1, seed=5, switch=0.3):
         got, a, sa, b, sb = run(rng, 130, 256, 256, 2, block_n=64, epilogue_buffers=1)
     assert np.all(np.abs(got - G.reference(a, sa, b, sb)) <= G.error_bound(a, sa, b, sb))
+
+
+@pytest.mark.parametrize("m, n, k, options", [
+    (130, 128, 384, dict(block_n=64)),                          # one SM, 4 tiles: the turns carry across tiles
+    (70, 136, 512, dict(block_n=64, tail_slices=2, epilogue="direct")),   # 4 tiles whole, the rest in K slices
+])
+def test_pingpong_turns(m, n, k, options, rng):
+    """pingpong: each consumer warpgroup waits for its turn (named barrier 4 or 5) before its k-block's mmas and
+    hands the turn over once they are issued; warpgroup 1's last wait takes warpgroup 2's last hand-over."""
+    with sim.settings(sms=1, seed=7, switch=0.3):
+        got, a, sa, b, sb = run(rng, m, n, k, 2, pingpong=True, split_k=1, **options)
+    assert np.all(np.abs(got - G.reference(a, sa, b, sb)) <= G.error_bound(a, sa, b, sb))
