@@ -230,6 +230,21 @@ def test_tail_slices_fill_the_last_round():
         [660, 0, 704]
 
 
+def test_default_epilogue_yields_to_given_stages():
+    """stages given: the default TMA epilogue's buffers are cut to what leaves them room, then the direct epilogue
+    taken, unless the caller named the epilogue (then the check says what does not fit)."""
+    fit = G.fitting_epilogue
+    assert fit("tma", 3, 192, 4, 1, H200_SMEM) == ("tma", 3)             # the default: 4 stages beside 3 buffers
+    assert fit("tma", 3, 192, 5, 1, H200_SMEM) == ("tma", 1)             # 5 x 41 KB: room for one
+    assert fit("tma", 1, 64, 9, 1, H200_SMEM) == ("direct", 1)           # 9 x 25 KB: none
+    assert fit("tma", 1, 64, 9, 1, H200_SMEM, explicit=True) == ("tma", 1)
+    assert fit("direct", 3, 192, 5, 1, H200_SMEM) == ("direct", 3)
+    assert fit("tma", 3, 192, 9, 1, H200_SMEM) == ("tma", 3)             # nothing fits: the check's to say
+    for stages in range(2, 6):                                           # all that fit at 192 wide
+        e, b = fit("tma", 3, 192, stages, 1, H200_SMEM)
+        assert FK.block_shared_bytes(192, stages, 1, b if e == "tma" else 0) <= H200_SMEM
+
+
 def test_stage_budget():
     """A stage is A (16 KB) + B (16 KB) + 128 scales, rounded to 33 KB; six fit in 227 KB. With split_k 2 A is 8 KB."""
     assert FK.stage_tx(128) == 128 * 128 * 2 + 512 and FK.stage_bytes(128) == 33 * 1024
