@@ -129,4 +129,6 @@ def test_equal_to_numbas_while_compiling_attention(numba_originals, monkeypatch)
 
     calls = _compile_checking(AK.make_kernel(head_dim=64, causal=True), AK.kernel_argtypes(),
                               dict(launch_bounds=AK.LAUNCH_BOUNDS), numba_originals, monkeypatch)
-    assert calls["live"] > 100 and calls["sav"] >= 1 and calls["ssa"] >= 1 and calls["phis"] > 0
+    # every live map of the compile compared (82 at 5c7d31b: the count follows the kernel's device functions, and
+    # fell below the 100 this floor first asked for as the kernel changed)
+    assert calls["live"] > 50 and calls["sav"] >= 1 and calls["ssa"] >= 1 and calls["phis"] > 0
