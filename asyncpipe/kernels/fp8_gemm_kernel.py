@@ -249,7 +249,8 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_d, sb, d, ws, counters, M, N, K, t
 
     def walk(unit):
         """(tile_m, k_slice, tile_n, slot) of ``unit``: slot -1 for a whole tile, else the sliced tile's number."""
-        return tail_coords(unit, tiles_m, whole if KSLICES > 1 else units, tiles - whole)
+        # (a unit past the walk, which a loop's first fetch may be, meets a tail of at least 1: no division by 0)
+        return tail_coords(unit, tiles_m, whole if KSLICES > 1 else units, max(tiles - whole, 1))
 
     def k_range(k_slice, slot):
         """The unit's k-blocks [lo, hi): a whole tile's all, a slice's share."""
