@@ -8,9 +8,10 @@ equals the base's bit for bit; --json writes the records (COMMIT from the enviro
         [--widths 128,192] [--rounds 3] [--json out.json]
 
 Forms are ``name:key=value,key=value`` separated by ``;``, values Python literals (``epilogue='direct'``,
-``cluster=(2,1)``, ``tail_slices=3``). Without --widths each shape runs at its default width. What earlier sweeps
-varied, as forms: ``direct:epilogue='direct';tma1:epilogue_buffers=1;tma3:epilogue_buffers=3`` (the epilogues),
-``t1:;t3:tail_slices=3`` (tail slices).
+``cluster=(2,1)``, ``tail_slices=3``). Without --widths each shape runs at its default width. A form that a shape
+refuses is said and left out; the base is then the first form that ran. The sweeps it replaced (2026-12-06), as
+forms: ``direct:epilogue='direct';tma1:epilogue_buffers=1;tma3:epilogue_buffers=3`` (fp8_epilogue_sweep.py),
+``t1:;t3:tail_slices=3`` (fp8_tail_sweep.py), ``s1:k_slices=1;s4:k_slices=4`` (fp8_slices_sweep.py).
 """
 
 from __future__ import annotations
