@@ -159,6 +159,20 @@ class Cubin:
         _, lo, hi = max(spans)
         return [i for i in ins if lo <= i.address <= hi and i.predicate != "@!PT"]
 
+    def innermost_loop(self, prefix: str) -> list[Instruction]:
+        """The instructions of the smallest loop (a predicated backward branch and its target) that holds an
+        instruction starting with ``prefix``: a warp-specialized GEMM's k-loop is ``innermost_loop("QGMMA")``, inside
+        the tile loop that ``main_loop`` finds."""
+        ins = self.instructions
+        spans = sorted((i.address - int(t.group(1), 16), int(t.group(1), 16), i.address) for i in ins
+                       if i.opcode.startswith("BRA") and i.predicate and not i.predicate.endswith("PT")
+                       and (t := re.search(r"0x([0-9a-f]+)", i.operands)) and int(t.group(1), 16) < i.address)
+        for _, lo, hi in spans:
+            body = [i for i in ins if lo <= i.address <= hi and i.predicate != "@!PT"]
+            if any(i.opcode.startswith(prefix) for i in body):
+                return body
+        raise ValueError(f"no loop in the SASS holds {prefix}")
+
     def ffma_bank_conflicts(self, loop: bool = True) -> BankConflicts:
         """``bank_conflicts`` over the main loop (``loop=True``) or the whole SASS."""
         return bank_conflicts(self.main_loop() if loop else self.instructions)

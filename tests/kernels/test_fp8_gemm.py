@@ -354,6 +354,9 @@ def test_fp8_gemm_sass_tma_epilogue(block_n, bufs, ksplit):
     assert ops.count("F2FP.BF16.F32.PACK_AB") >= n2 // 2 and ops.count("STS") >= n2 // 2 + n2 * (ksplit == 2)
     assert ops.count("UTMASTG.2D") == FK.epilogue_chunks(block_n) and ops.count("FENCE.VIEW.ASYNC.S") >= 1
     assert cubin.resources.stack <= (48 if wide else 0) and cubin.resources.local == 0
+    k_loop = [i.opcode for i in cubin.innermost_loop("QGMMA")]      # where a spill would cost: none there
+    assert sum(op.startswith("QGMMA") for op in k_loop) == 4                # a k-block: 128 of K in k32 steps
+    assert not [op for op in k_loop if op.startswith(("LDL", "STL"))], k_loop
 
 
 @pytest.mark.sass
