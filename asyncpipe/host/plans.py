@@ -58,8 +58,21 @@ class PlanCache:
 
 
 def option_key(*options) -> tuple:
-    """Options as a key that tells 4 from 4.0 and True from 1 (the checks refuse some of them)."""
-    return tuple((type(v), v) for v in options)
+    """Options as a key that tells 4 from 4.0 and True from 1 (the checks refuse some of them), a list as its items
+    (``cluster=[2, 1]``, which the checks take as (2, 1)). An option that cannot be hashed becomes None: a key
+    holding it is never cached, and the build says what is wrong with the option."""
+    return tuple(_option(v) for v in options)
+
+
+def _option(v):
+    if isinstance(v, (list, tuple)):
+        items = tuple(_option(x) for x in v)
+        return None if any(x is None for x in items) else (type(v), items)
+    try:
+        hash(v)
+    except TypeError:
+        return None
+    return (type(v), v)
 
 
 def run_plan(cache: PlanCache, key: tuple, build) -> None:

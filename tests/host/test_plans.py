@@ -27,6 +27,12 @@ def test_option_key_tells_types_apart():
     assert plans.option_key(4) != plans.option_key(4.0)
     assert plans.option_key(1) != plans.option_key(True)
     assert plans.option_key(4, "tma") == plans.option_key(4, "tma")
+    # a list (cluster=[2, 1]) is a key by its items, told apart from the tuple and from [2.0, 1]; what cannot be
+    # hashed becomes None, which run_plan never caches (the build then reports the option)
+    assert plans.option_key([2, 1]) == plans.option_key([2, 1]) != plans.option_key((2, 1))
+    assert plans.option_key([2, 1]) != plans.option_key([2.0, 1])
+    assert plans.option_key([2, {}]) == (None,) and plans.option_key({"a": 1}) == (None,)
+    hash(plans.option_key([2, 1], (1, [2]), None))
 
 
 def test_cache_is_lru():
@@ -53,6 +59,11 @@ def test_run_plan_builds_once_per_key(monkeypatch):
     plans.run_plan(cache, (None, *plans.option_key(3)), build)   # an array without a key: built every time
     plans.run_plan(cache, (None, *plans.option_key(3)), build)
     assert (len(built), len(ran)) == (3, 5)
+    # a list option (fp8_gemm(..., cluster=[2, 1]) raised TypeError: unhashable type: 'list', on the GPU only): cached
+    listed = (plans.array_key(FakeArray(64, (8,))), *plans.option_key([2, 1]))
+    for _ in range(2):
+        plans.run_plan(cache, listed, build)
+    assert (len(built), len(ran)) == (4, 7)
 
 
 def test_the_simulator_builds_every_time(monkeypatch):
