@@ -144,31 +144,34 @@ class Cubin:
         ``HGMMA.64x256x16.F32.BF16``: modifiers may hold a lower-case "x"), in order."""
         return [i.opcode for i in self.instructions]
 
+    def _loops(self, conditional: bool) -> list[tuple[int, int, int]]:
+        """(span, target, branch address) of every backward branch (``conditional``: predicated ones only)."""
+        return [(i.address - int(t.group(1), 16), int(t.group(1), 16), i.address) for i in self.instructions
+                if i.opcode.startswith("BRA") and (t := re.search(r"0x([0-9a-f]+)", i.operands))
+                and int(t.group(1), 16) < i.address
+                and not (conditional and (not i.predicate or i.predicate.endswith("PT")))]
+
+    def _body(self, lo: int, hi: int) -> list[Instruction]:
+        """The instructions from ``lo`` to ``hi``, less those predicated off for good (``@!PT``, ptxas's padding)."""
+        return [i for i in self.instructions if lo <= i.address <= hi and i.predicate != "@!PT"]
+
     def main_loop(self, conditional: bool = False) -> list[Instruction]:
         """The instructions of the kernel's main loop: from the target of the backward branch that spans the most
         code to that branch, leaving out those predicated off for good (``@!PT``, ptxas's padding).
         ``conditional``: only predicated backward branches count; warp-specialized kernels need it, where ptxas's
         out-of-line mbarrier retry ends in an unconditional jump back that spans the whole kernel."""
-        ins = self.instructions
-        spans = [(i.address - int(t.group(1), 16), int(t.group(1), 16), i.address) for i in ins
-                 if i.opcode.startswith("BRA") and (t := re.search(r"0x([0-9a-f]+)", i.operands))
-                 and int(t.group(1), 16) < i.address
-                 and not (conditional and (not i.predicate or i.predicate.endswith("PT")))]
+        spans = self._loops(conditional)
         if not spans:
             raise ValueError("no backward branch in the SASS: the kernel has no loop")
         _, lo, hi = max(spans)
-        return [i for i in ins if lo <= i.address <= hi and i.predicate != "@!PT"]
+        return self._body(lo, hi)
 
     def innermost_loop(self, prefix: str) -> list[Instruction]:
         """The instructions of the smallest loop (a predicated backward branch and its target) that holds an
         instruction starting with ``prefix``: a warp-specialized GEMM's k-loop is ``innermost_loop("QGMMA")``, inside
-        the tile loop that ``main_loop`` finds."""
-        ins = self.instructions
-        spans = sorted((i.address - int(t.group(1), 16), int(t.group(1), 16), i.address) for i in ins
-                       if i.opcode.startswith("BRA") and i.predicate and not i.predicate.endswith("PT")
-                       and (t := re.search(r"0x([0-9a-f]+)", i.operands)) and int(t.group(1), 16) < i.address)
-        for _, lo, hi in spans:
-            body = [i for i in ins if lo <= i.address <= hi and i.predicate != "@!PT"]
+        the tile loop that ``main_loop(conditional=True)`` finds."""
+        for _, lo, hi in sorted(self._loops(conditional=True)):
+            body = self._body(lo, hi)
             if any(i.opcode.startswith(prefix) for i in body):
                 return body
         raise ValueError(f"no loop in the SASS holds {prefix}")

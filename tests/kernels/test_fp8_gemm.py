@@ -360,6 +360,25 @@ def test_fp8_gemm_sass_tma_epilogue(block_n, bufs, ksplit):
 
 
 @pytest.mark.sass
+def test_fp8_gemm_sass_pingpong():
+    """pingpong: in the k-loop, one named-barrier wait before the four QGMMAs (the warpgroup's turn) and one arrival
+    after them (the other's), at the 192-wide default with no local memory; without it, neither."""
+    from tests.sass import assert_sass
+
+    def k_loop(pingpong):
+        kernel = FK.make_kernel(block_n=192, stages=FK.max_stages(192, H200_SMEM), pingpong=pingpong)
+        cubin = assert_sass(kernel, FK.kernel_argtypes(), has=("QGMMA",), lacks=("CALL", "LDL", "STL"),
+                            launch_bounds=FK.LAUNCH_BOUNDS)
+        return [i.opcode for i in cubin.innermost_loop("QGMMA")]
+
+    ops = k_loop(True)
+    bars = [op for op in ops if op.startswith(("BAR.SYNC", "BAR.ARV", "QGMMA"))]
+    assert [b.split(".")[0] + "." + b.split(".")[1] if b.startswith("BAR") else "QGMMA" for b in bars] == \
+        ["BAR.SYNC"] + ["QGMMA"] * FK.K_STEPS + ["BAR.ARV"], bars
+    assert not [op for op in k_loop(False) if op.startswith("BAR")]
+
+
+@pytest.mark.sass
 @pytest.mark.parametrize("block_n, cluster, ksplit, k_slices", [
     (128, (1, 1), 1, 1), (64, (1, 1), 1, 1), (192, (1, 1), 1, 1), (128, (2, 2), 1, 1), (64, (1, 1), 2, 1),
     (128, (1, 2), 2, 1), (64, (1, 1), 2, 4), (192, (1, 1), 1, 2), (128, (1, 2), 1, 8)])
