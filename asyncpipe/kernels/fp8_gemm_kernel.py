@@ -255,8 +255,9 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_d, sb, d, ws, counters, M, N, K, t
     def k_range(k_slice, slot):
         """The unit's k-blocks [lo, hi): a whole tile's all, a slice's share."""
         if KSLICES > 1 and slot >= 0:
-            return slice_k_blocks(k_slice, k_blocks, KSLICES)
-        return int64(0), int64(k_blocks)
+            lo, hi = slice_k_blocks(k_slice, k_blocks, KSLICES)
+            return int32(lo), int32(hi)
+        return int32(0), int32(k_blocks)
 
     def release(st):
         """Lane 0 of a consumer warp: slot ``st`` is free, in every CTA that fills it."""
@@ -365,7 +366,7 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_d, sb, d, ws, counters, M, N, K, t
             for i in unroll(N2, llvm=LLVM_LOOPS, nest=8):
                 acc[i] = float32(0.0)
             for kb in range(kb_lo, kb_hi):
-                j = (kb - kb_lo) % SB_CHUNK           # chunks start at the slice's first k-block
+                j = (kb - kb_lo) & (SB_CHUNK - 1)     # chunks start at the slice's first k-block
                 if j == 0 and kb > kb_lo:            # the chunk asked for 31 k-blocks ago
                     sb_cur = sb_nxt
                     sb_cur2 = sb_nxt2
