@@ -16,13 +16,22 @@ per 128 x 128 block (``sb``, ceil(N/128) x ceil(K/128), row-major). The host sid
           sb_k = shfl(lane kb % 32 of the warp's chunk of sb)  32 k-blocks' scales a warp, loaded a chunk ahead
           consumer_wait(full, st)
           4 x wgmma m64nBNk32 e4m3 into acc_blk            scale-d 0 on the first: a fresh fp32 block sum
-          commit; read the thread's two row scales from the stage
-          wgmma.wait_group 0; syncwarp -> consumer_release(st)   free once its mmas and scale reads are done
+          commit; syncwarp -> consumer_release(the last k-block's slot)   its mmas and scale reads are done,
+                                                           and releasing it here keeps the release off the path
+                                                           from the promotion to these mmas (LATE_RELEASE)
+          read the thread's two row scales from the stage
+          wgmma.wait_group 0
           acc += acc_blk * (sa[row, kb] * sb_k)            the promotion, in fp32 registers (FFMA); a 192-wide
                                                            tile takes each column's block's scale
           after the last k-block: D = bf16(acc), each warp's 16 rows into 128B-swizzled staging and out by TMA
           stores that drain during the next tile (EPI_TMA), or straight from registers predicated on row < M
           (with K slices: the sums into the workspace, and the tile's last slice adds them and stores D)
+
+**The late release.** A slot is handed back after the next k-block's mmas are issued, not right after its own
+mmas complete: the release (a branch and up to three cluster arrivals by lane 0) then runs while the tensor core
+works, not between the promotion and the next mmas, where every instruction delays them. It holds one more slot
+per warpgroup, so it needs two slots per warpgroup (``LATE_RELEASE``: STAGES // KSPLIT >= 2; KSPLIT 2 with two
+stages gives each warpgroup one slot, and waiting for its next k-block there would wait for itself).
 
 **Why promote every 128 of K.** The tensor core's FP8 accumulation keeps fewer bits than fp32 (about 13-14
 measured by DeepSeek); summed over all of K the error would grow with K. Each k-block's sum covers 128
@@ -365,6 +374,8 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_d, sb, d, ws, counters, M, N, K, t
             sb_nxt2 = float32(0.0)
             for i in unroll(N2, llvm=LLVM_LOOPS, nest=8):
                 acc[i] = float32(0.0)
+            held = st                                # the slot of the last k-block, released after the next's mmas
+            first = kb_lo + (KSPLIT == 2 and st.stage % 2 != wg - 1)   # the unit's first k-block of this warpgroup
             for kb in range(kb_lo, kb_hi):
                 j = (kb - kb_lo) & (SB_CHUNK - 1)     # chunks start at the slice's first k-block
                 if j == 0 and kb > kb_lo:            # the chunk asked for 31 k-blocks ago
@@ -401,6 +412,12 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_d, sb, d, ws, counters, M, N, K, t
                 ptx.wgmma_commit_group_sync_aligned()
                 if PINGPONG:                         # the other warpgroup's turn: its mmas queue behind these
                     ptx.bar_arrive(TURN + 2 - wg, 2 * W.WARPGROUP_THREADS)
+                if LATE_RELEASE:
+                    if kb > first:                   # the last k-block's slot goes back, in every CTA that fills it,
+                        cuda.syncwarp()              # now that this one's mmas are queued: off the path from its
+                        if lane0:                    # promotion to these mmas (its mmas and every lane's scale
+                            release(held)            # reads are done: wait_group 0 and the promotion came before)
+                    held = st
                 sa_word = (pad + st.stage * STAGE_BYTES + A_BYTES + B_BYTES) // SCALE_BYTES + row_t
                 sa0 = smem_f32[sa_word]              # the scales of rows row_t and row_t + 8
                 sa1 = smem_f32[sa_word + 8]
@@ -412,9 +429,10 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_d, sb, d, ws, counters, M, N, K, t
                     u0 = s0 if split == SCALE_BLOCK else t0
                     u1 = s1 if split == SCALE_BLOCK else t1
                 ptx.wgmma_wait_group_sync_aligned(0)  # this k-block's mmas are done ...
-                cuda.syncwarp()                      # ... and every lane's scale reads, before lane 0's release
-                if lane0:                            # ... so the slot goes back, in every CTA that fills it
-                    release(st)
+                if not LATE_RELEASE:
+                    cuda.syncwarp()                  # ... and every lane's scale reads, before lane 0's release
+                    if lane0:
+                        release(st)
                 st = advance(st, STAGES)
                 # ---- promotion: acc[4 j + 2 h + e] is row row_t + 8 h, columns 8 j + 2 q + e (d_row_col)
                 for i in unroll(N2, llvm=LLVM_LOOPS, nest=8):
@@ -433,6 +451,10 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_d, sb, d, ws, counters, M, N, K, t
                             acc[i] += acc_blk[i] * t1
                         else:
                             acc[i] += acc_blk[i] * t0
+            if LATE_RELEASE and first < kb_hi:       # the unit's last slot
+                cuda.syncwarp()
+                if lane0:
+                    release(held)
 
             # the next unit's first chunk of B's scales, in flight during this tile's epilogue
             unit += clusters
@@ -585,7 +607,7 @@ def kernel_constants(block_n=128, stages=6, cluster=(1, 1), llvm_loops=True, ksp
     return dict(BN=block_n, N2=W.accumulators(block_n), STAGES=stages, MMA=mma,
                 STAGE_BYTES=stage_bytes(block_n, ksplit), STAGE_TX=stage_tx(block_n, ksplit), A_BYTES=a_bytes(ksplit),
                 A_ROWS=a_rows(ksplit), B_BYTES=b_bytes(block_n), SMEM_ALIGN=SMEM_ALIGN, CM=cm, CN=cn,
-                CLUSTER=cm * cn, A_SHARE_BYTES=a_bytes(ksplit) // cn, B_SHARE_BYTES=b_bytes(block_n) // cm,
+                CLUSTER=cm * cn, LATE_RELEASE=int(stages // ksplit >= 2), A_SHARE_BYTES=a_bytes(ksplit) // cn, B_SHARE_BYTES=b_bytes(block_n) // cm,
                 A_MASK=np.uint16(col_mask), B_MASK=np.uint16((1 << cm) - 1), LLVM_LOOPS=int(bool(llvm_loops)),
                 KSPLIT=ksplit, KSLICES=k_slices, HOLDERS=holders(ksplit), EPI_TMA=int(epi_bufs > 0),
                 EPI_BUFS=max(1, epi_bufs), EPI_CHUNKS=epilogue_chunks(block_n),

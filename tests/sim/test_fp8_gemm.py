@@ -138,8 +138,8 @@ def broken(monkeypatch, tmp_path):
 def test_release_before_every_lane_read_its_scales_is_caught(broken, rng):
     """Lane 0's arrival on the empty barrier releases only what lane 0 did: without the syncwarp the
     producer's next TMA into the stage races with the other lanes' reads of the scales."""
-    broken("                cuda.syncwarp()                      # ... and every lane's scale reads",
-           "                pass  #")
+    broken("                    cuda.syncwarp()                  # ... and every lane's scale reads",
+           "                    pass  #")
     # seen as the copy landing on a word another lane read, or (when that lane lags a whole phase behind) as its
     # wait returning for the phase before: both a race on the scales
     with pytest.raises(sim.SharedMemoryRaceError, match=r"(?s)(cp_async_bulk_tensor_2d_shared_global.*an earlier "
