@@ -148,6 +148,16 @@ def test_release_before_every_lane_read_its_scales_is_caught(broken, rng):
         run(rng, 1, 128, 512, 2)
 
 
+def test_late_release_before_every_lane_read_its_scales_is_caught(broken, rng):
+    """The late release (two stages, KSPLIT 1) too: lane 0 hands the last k-block's slot back after this one's mmas,
+    and without the syncwarp before it other lanes may not have read that slot's scales yet."""
+    broken("                        cuda.syncwarp()              # now that this one's mmas are queued",
+           "                        pass  #")
+    with pytest.raises(sim.SharedMemoryRaceError, match=r"(?s)(cp_async_bulk_tensor_2d_shared_global.*an earlier "
+                       r"read by thread|made a read of word 0x[0-9a-f]+, which a copy completing phase \d+ writes)"):
+        run(rng, 130, 128, 512, 2)
+
+
 def test_b_scales_in_chunks(broken, rng):
     """B's scales reach the consumers in chunks of SB_CHUNK k-blocks (one per lane, read with shfl), each loaded a
     chunk ahead and a tile's first during the tile before. With 2-wide chunks instead of 32, five k-blocks cross two
