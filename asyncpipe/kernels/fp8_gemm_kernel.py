@@ -233,7 +233,9 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_d, sb, d, ws, counters, M, N, K, t
     empty = cuda.shared.array(STAGES, uint64)
     slices_in = cuda.shared.array(1, int32)          # k_slices: the K slices of the tile counted before this one
     tid = cuda.threadIdx.x
-    wg = tid // 128                                  # warpgroup: 0 producer, 1..2 consumers
+    # the warpgroup (0 producer, 1..2 consumers), broadcast from lane 0: ptxas then knows it is warp-uniform and keeps
+    # what derives from it (A's descriptors) in uniform registers (CUTLASS's canonical_warp_group_idx)
+    wg = cuda.shfl_sync(FULL_MASK, tid // 128, 0)
     base = ptx.cvta_to_shared_u32(ptx.addr(smem, 0))
     pad = (SMEM_ALIGN - (base & (SMEM_ALIGN - 1))) & (SMEM_ALIGN - 1)
     k_blocks = (K + BK - 1) // BK                    # the last one may be partial (zero-filled past K)
@@ -353,6 +355,11 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_d, sb, d, ws, counters, M, N, K, t
         def sb_chunk(row, first):
             return sb[row + first + lane] if first + lane < k_blocks else float32(0.0)
 
+        # stage 0's operands (a stage's are STAGE_BYTES further: advance_descriptor) and scales of rows row_t, + 8
+        a_desc0 = W.matrix_descriptor(base + pad + row_wg * W.SWIZZLE_128B_ROW_BYTES, W.K_MAJOR_128B_LBO,
+                                      W.K_MAJOR_128B_SBO, W.SWIZZLE_128B, 0)
+        b_desc0 = W.matrix_descriptor(base + pad + A_BYTES, W.K_MAJOR_128B_LBO, W.K_MAJOR_128B_SBO, W.SWIZZLE_128B, 0)
+        sa_word0 = (pad + A_BYTES + B_BYTES) // SCALE_BYTES + row_t
         st = pipeline_state(0, 0)
         unit = cluster
         tm, ks, tn, slot = walk(unit)
@@ -396,10 +403,9 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_d, sb, d, ws, counters, M, N, K, t
                 # (A warpgroup whose rows all lie past M still runs its mmas on TMA's zeros: skipping them by a branch
                 # here cost 15-23 % at 64 and 128 wide where no warpgroup is idle, on the H100, 2026-12-05; M <= 64
                 # takes KSPLIT 2 instead.)
-                a_addr = base + pad + st.stage * STAGE_BYTES + row_wg * W.SWIZZLE_128B_ROW_BYTES
-                b_addr = base + pad + st.stage * STAGE_BYTES + A_BYTES
-                a_desc = W.matrix_descriptor(a_addr, W.K_MAJOR_128B_LBO, W.K_MAJOR_128B_SBO, W.SWIZZLE_128B, 0)
-                b_desc = W.matrix_descriptor(b_addr, W.K_MAJOR_128B_LBO, W.K_MAJOR_128B_SBO, W.SWIZZLE_128B, 0)
+                stage_off = uint32(st.stage * STAGE_BYTES)
+                a_desc = W.advance_descriptor(a_desc0, stage_off)   # the stage's A and B
+                b_desc = W.advance_descriptor(b_desc0, stage_off)
                 if PINGPONG:                         # wait for the other warpgroup's mmas to be issued
                     ptx.bar_sync(TURN + wg - 1, 2 * W.WARPGROUP_THREADS)
                 ptx.wgmma_fence_sync_aligned()       # acc_blk was read by the last promotion
@@ -418,7 +424,7 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_d, sb, d, ws, counters, M, N, K, t
                         if lane0:                    # promotion to these mmas (its mmas and every lane's scale
                             release(held)            # reads are done: wait_group 0 and the promotion came before)
                     held = st
-                sa_word = (pad + st.stage * STAGE_BYTES + A_BYTES + B_BYTES) // SCALE_BYTES + row_t
+                sa_word = sa_word0 + st.stage * (STAGE_BYTES // SCALE_BYTES)
                 sa0 = smem_f32[sa_word]              # the scales of rows row_t and row_t + 8
                 sa1 = smem_f32[sa_word + 8]
                 s0 = sa0 * sb_k                      # columns of B's first 128-block
