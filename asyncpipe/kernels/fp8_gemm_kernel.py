@@ -255,7 +255,7 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_d, sb, d, ws, counters, M, N, K, t
         for i in unroll(CM):
             ptx.mbarrier_arrive_shared_cluster(ptx.mapa_shared_cluster(slot, rank_n * CM + i))
         for j in unroll(CN):
-            if j != rank_n:
+            if CN > 1 and j != rank_n:               # (CN 1: rank_n is 0, no other CTA of its row)
                 ptx.mbarrier_arrive_shared_cluster(ptx.mapa_shared_cluster(slot, j * CM + rank_m))
 
     def walk(unit):
@@ -332,7 +332,7 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_d, sb, d, ws, counters, M, N, K, t
         t = tid - 128 * wg                           # thread in the warpgroup
         row_wg = 0 if KSPLIT == 2 else (wg - 1) * W.WGMMA_M   # this warpgroup's 64 rows of the CTA's 128
         row_t = row_wg + 16 * (t // 32) + (t % 32) // 4   # the thread's rows row_t and row_t + 8 (d_row_col)
-        lane = t % 32
+        lane = int32(tid % 32)
         lane0 = lane == 0
         if EPI_TMA and lane0:                        # the TMA epilogue's storing threads: the host wrote D's map
             ptx.fence_proxy_tensormap_generic_acquire_sys(ptx.addr(tma_d, 0))
