@@ -100,7 +100,7 @@ from numba import cuda, float32, int32, int64, uint8, uint16, uint32, uint64
 from .. import ptx
 from ..constants import BULK_SMEM_ALIGN_TENSOR
 from ..pipeline import (advance, consumer_release, consumer_wait, pipeline_init, pipeline_state, producer_acquire,
-                        producer_commit, tail_coords)
+                        producer_commit, tail_coords, warpgroup_index)
 from ..ptx import wgmma as W
 from .unroll import unroll, unrolled
 
@@ -234,9 +234,8 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_d, sb, d, ws, counters, M, N, K, t
     empty = cuda.shared.array(STAGES, uint64)
     slices_in = cuda.shared.array(1, int32)          # k_slices: the K slices of the tile counted before this one
     tid = cuda.threadIdx.x
-    # the warpgroup (0 producer, 1..2 consumers), broadcast from lane 0: ptxas then knows it is warp-uniform and keeps
-    # what derives from it (A's descriptors) in uniform registers (CUTLASS's canonical_warp_group_idx)
-    wg = cuda.shfl_sync(FULL_MASK, tid // 128, 0)
+    wg = warpgroup_index()                           # 0 producer, 1..2 consumers; warp-uniform: A's descriptors
+                                                     # stay in uniform registers (roles.py)
     base = ptx.cvta_to_shared_u32(ptx.addr(smem, 0))
     pad = (SMEM_ALIGN - (base & (SMEM_ALIGN - 1))) & (SMEM_ALIGN - 1)
     k_blocks = (K + BK - 1) // BK                    # the last one may be partial (zero-filled past K)
