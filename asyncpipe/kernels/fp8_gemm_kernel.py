@@ -268,12 +268,15 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_d, sb, d, ws, counters, M, N, K, t
             return int32(lo), int32(hi)
         return int32(0), int32(k_blocks)
 
-    def release(st):
-        """Lane 0 of a consumer warp: slot ``st`` is free, in every CTA that fills it."""
-        if CLUSTER == 1:
-            consumer_release(empty, st, 1)
-        else:
-            release_peers(st)
+    def release(st, lane0):
+        """A consumer warp: slot ``st`` is free, in every CTA that fills it. The syncwarp first: lane 0's arrival
+        releases only what lane 0 did, and every lane has read its scales from the slot."""
+        cuda.syncwarp()
+        if lane0:
+            if CLUSTER == 1:
+                consumer_release(empty, st, 1)
+            else:
+                release_peers(st)
 
     # ---- prologue: the ring's barriers, visible to TMA and to the cluster --------------------------
     if tid == 0:
@@ -413,11 +416,9 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_d, sb, d, ws, counters, M, N, K, t
                 if PINGPONG:                         # the other warpgroup's turn: its mmas queue behind these
                     ptx.bar_arrive(TURN + 2 - wg, 2 * W.WARPGROUP_THREADS)
                 if LATE_RELEASE:
-                    if kb > first:                   # the last k-block's slot goes back, in every CTA that fills it,
-                        cuda.syncwarp()              # now that this one's mmas are queued: off the path from its
-                        if lane0:                    # promotion to these mmas (its mmas and every lane's scale
-                            release(held)            # reads are done: wait_group 0 and the promotion came before)
-                    held = st
+                    if kb > first:                   # the last k-block's slot goes back now that this one's mmas
+                        release(held, lane0)         # are queued: off the path from its promotion to these mmas (its
+                    held = st                        # mmas and scale reads are done: wait_group 0 and the promotion)
                 sa_word = (pad + st.stage * STAGE_BYTES + A_BYTES + B_BYTES) // SCALE_BYTES + row_t
                 sa0 = smem_f32[sa_word]              # the scales of rows row_t and row_t + 8
                 sa1 = smem_f32[sa_word + 8]
@@ -430,9 +431,7 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_d, sb, d, ws, counters, M, N, K, t
                     u1 = s1 if split == SCALE_BLOCK else t1
                 ptx.wgmma_wait_group_sync_aligned(0)  # this k-block's mmas are done ...
                 if not LATE_RELEASE:
-                    cuda.syncwarp()                  # ... and every lane's scale reads, before lane 0's release
-                    if lane0:
-                        release(st)
+                    release(st, lane0)               # ... so the slot goes back
                 st = advance(st, STAGES)
                 # ---- promotion: acc[4 j + 2 h + e] is row row_t + 8 h, columns 8 j + 2 q + e (d_row_col)
                 for i in unroll(N2, llvm=LLVM_LOOPS, nest=8):
@@ -452,9 +451,7 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_d, sb, d, ws, counters, M, N, K, t
                         else:
                             acc[i] += acc_blk[i] * t0
             if LATE_RELEASE and first < kb_hi:       # the unit's last slot
-                cuda.syncwarp()
-                if lane0:
-                    release(held)
+                release(held, lane0)
 
             # the next unit's first chunk of B's scales, in flight during this tile's epilogue
             unit += clusters
@@ -607,7 +604,8 @@ def kernel_constants(block_n=128, stages=6, cluster=(1, 1), llvm_loops=True, ksp
     return dict(BN=block_n, N2=W.accumulators(block_n), STAGES=stages, MMA=mma,
                 STAGE_BYTES=stage_bytes(block_n, ksplit), STAGE_TX=stage_tx(block_n, ksplit), A_BYTES=a_bytes(ksplit),
                 A_ROWS=a_rows(ksplit), B_BYTES=b_bytes(block_n), SMEM_ALIGN=SMEM_ALIGN, CM=cm, CN=cn,
-                CLUSTER=cm * cn, LATE_RELEASE=int(stages // ksplit >= 2), A_SHARE_BYTES=a_bytes(ksplit) // cn, B_SHARE_BYTES=b_bytes(block_n) // cm,
+                CLUSTER=cm * cn, LATE_RELEASE=int(stages // ksplit >= 2), A_SHARE_BYTES=a_bytes(ksplit) // cn,
+                B_SHARE_BYTES=b_bytes(block_n) // cm,
                 A_MASK=np.uint16(col_mask), B_MASK=np.uint16((1 << cm) - 1), LLVM_LOOPS=int(bool(llvm_loops)),
                 KSPLIT=ksplit, KSLICES=k_slices, HOLDERS=holders(ksplit), EPI_TMA=int(epi_bufs > 0),
                 EPI_BUFS=max(1, epi_bufs), EPI_CHUNKS=epilogue_chunks(block_n),
