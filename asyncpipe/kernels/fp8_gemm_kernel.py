@@ -19,7 +19,8 @@ per 128 x 128 block (``sb``, ceil(N/128) x ceil(K/128), row-major). The host sid
           commit; syncwarp -> consumer_release(the last k-block's slot)   its mmas and scale reads are done,
                                                            and releasing it here keeps the release off the path
                                                            from the promotion to these mmas (LATE_RELEASE)
-          read the thread's two row scales from the stage
+          read the thread's two row scales from the stage; poll the next slot's full barrier (POLL: the wait
+          before the next mmas is then skipped, as cuBLAS orders it)
           wgmma.wait_group 0
           acc += acc_blk * (sa[row, kb] * sb_k)            the promotion, in fp32 registers (FFMA); a 192-wide
                                                            tile takes each column's block's scale
@@ -99,7 +100,7 @@ from numba import cuda, float32, int32, int64, uint8, uint16, uint32, uint64
 from .. import ptx
 from ..constants import BULK_SMEM_ALIGN_TENSOR
 from ..pipeline import (advance, consumer_release, consumer_wait, pipeline_init, pipeline_state, producer_acquire,
-                        producer_commit, tail_coords)
+                        producer_commit, tail_coords, warpgroup_index)
 from ..ptx import wgmma as W
 from .unroll import unroll, unrolled
 
@@ -233,7 +234,8 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_d, sb, d, ws, counters, M, N, K, t
     empty = cuda.shared.array(STAGES, uint64)
     slices_in = cuda.shared.array(1, int32)          # k_slices: the K slices of the tile counted before this one
     tid = cuda.threadIdx.x
-    wg = tid // 128                                  # warpgroup: 0 producer, 1..2 consumers
+    wg = warpgroup_index()                           # 0 producer, 1..2 consumers; warp-uniform: A's descriptors
+                                                     # stay in uniform registers (roles.py)
     base = ptx.cvta_to_shared_u32(ptx.addr(smem, 0))
     pad = (SMEM_ALIGN - (base & (SMEM_ALIGN - 1))) & (SMEM_ALIGN - 1)
     k_blocks = (K + BK - 1) // BK                    # the last one may be partial (zero-filled past K)
@@ -253,7 +255,7 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_d, sb, d, ws, counters, M, N, K, t
         for i in unroll(CM):
             ptx.mbarrier_arrive_shared_cluster(ptx.mapa_shared_cluster(slot, rank_n * CM + i))
         for j in unroll(CN):
-            if j != rank_n:
+            if CN > 1 and j != rank_n:               # (CN 1: rank_n is 0, no other CTA of its row)
                 ptx.mbarrier_arrive_shared_cluster(ptx.mapa_shared_cluster(slot, j * CM + rank_m))
 
     def walk(unit):
@@ -330,7 +332,7 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_d, sb, d, ws, counters, M, N, K, t
         t = tid - 128 * wg                           # thread in the warpgroup
         row_wg = 0 if KSPLIT == 2 else (wg - 1) * W.WGMMA_M   # this warpgroup's 64 rows of the CTA's 128
         row_t = row_wg + 16 * (t // 32) + (t % 32) // 4   # the thread's rows row_t and row_t + 8 (d_row_col)
-        lane = t % 32
+        lane = int32(tid % 32)
         lane0 = lane == 0
         if EPI_TMA and lane0:                        # the TMA epilogue's storing threads: the host wrote D's map
             ptx.fence_proxy_tensormap_generic_acquire_sys(ptx.addr(tma_d, 0))
@@ -353,7 +355,19 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_d, sb, d, ws, counters, M, N, K, t
         def sb_chunk(row, first):
             return sb[row + first + lane] if first + lane < k_blocks else float32(0.0)
 
+        # stage 0's operands (a stage's are STAGE_BYTES further: advance_descriptor) and scales of rows row_t, + 8
+        a_desc0 = W.matrix_descriptor(base + pad + row_wg * W.SWIZZLE_128B_ROW_BYTES, W.K_MAJOR_128B_LBO,
+                                      W.K_MAJOR_128B_SBO, W.SWIZZLE_128B, 0)
+        b_desc0 = W.matrix_descriptor(base + pad + A_BYTES, W.K_MAJOR_128B_LBO, W.K_MAJOR_128B_SBO, W.SWIZZLE_128B, 0)
+        sa_word0 = (pad + A_BYTES + B_BYTES) // SCALE_BYTES + row_t
         st = pipeline_state(0, 0)
+
+        def stage_descriptors(st):
+            """Slot ``st``'s A and B: stage 0's, STAGE_BYTES per stage further."""
+            stage_off = uint32(st.stage * STAGE_BYTES)
+            return W.advance_descriptor(a_desc0, stage_off), W.advance_descriptor(b_desc0, stage_off)
+
+        ready = False                                # the slot's data seen complete by a poll
         unit = cluster
         tm, ks, tn, slot = walk(unit)
         tiles_done = 0
@@ -392,14 +406,12 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_d, sb, d, ws, counters, M, N, K, t
                     # barrier runs two phases past a warpgroup (a parity wait cannot tell phase p from p + 2)
                     st = advance(st, STAGES)
                     continue
-                consumer_wait(full, st)
+                if not ready:                        # (the poll before the last promotion found it incomplete)
+                    consumer_wait(full, st)
+                a_desc, b_desc = stage_descriptors(st)
                 # (A warpgroup whose rows all lie past M still runs its mmas on TMA's zeros: skipping them by a branch
                 # here cost 15-23 % at 64 and 128 wide where no warpgroup is idle, on the H100, 2026-12-05; M <= 64
                 # takes KSPLIT 2 instead.)
-                a_addr = base + pad + st.stage * STAGE_BYTES + row_wg * W.SWIZZLE_128B_ROW_BYTES
-                b_addr = base + pad + st.stage * STAGE_BYTES + A_BYTES
-                a_desc = W.matrix_descriptor(a_addr, W.K_MAJOR_128B_LBO, W.K_MAJOR_128B_SBO, W.SWIZZLE_128B, 0)
-                b_desc = W.matrix_descriptor(b_addr, W.K_MAJOR_128B_LBO, W.K_MAJOR_128B_SBO, W.SWIZZLE_128B, 0)
                 if PINGPONG:                         # wait for the other warpgroup's mmas to be issued
                     ptx.bar_sync(TURN + wg - 1, 2 * W.WARPGROUP_THREADS)
                 ptx.wgmma_fence_sync_aligned()       # acc_blk was read by the last promotion
@@ -418,7 +430,7 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_d, sb, d, ws, counters, M, N, K, t
                         if lane0:                    # promotion to these mmas (its mmas and every lane's scale
                             release(held)            # reads are done: wait_group 0 and the promotion came before)
                     held = st
-                sa_word = (pad + st.stage * STAGE_BYTES + A_BYTES + B_BYTES) // SCALE_BYTES + row_t
+                sa_word = sa_word0 + st.stage * (STAGE_BYTES // SCALE_BYTES)
                 sa0 = smem_f32[sa_word]              # the scales of rows row_t and row_t + 8
                 sa1 = smem_f32[sa_word + 8]
                 s0 = sa0 * sb_k                      # columns of B's first 128-block
@@ -428,12 +440,19 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_d, sb, d, ws, counters, M, N, K, t
                     t1 = sa1 * sb_k2
                     u0 = s0 if split == SCALE_BLOCK else t0
                     u1 = s1 if split == SCALE_BLOCK else t1
-                ptx.wgmma_wait_group_sync_aligned(0)  # this k-block's mmas are done ...
                 if not LATE_RELEASE:
+                    ptx.wgmma_wait_group_sync_aligned(0)   # this k-block's mmas are done ...
                     cuda.syncwarp()                  # ... and every lane's scale reads, before lane 0's release
                     if lane0:
                         release(st)
                 st = advance(st, STAGES)
+                if POLL:                             # the next k-block's data, polled while the mmas run: from the
+                    # promotion to the next mmas then only what must be (cuBLAS's order; KSPLIT 1 only, where the next
+                    # slot in the ring is this warpgroup's next; not at 192 wide with the TMA epilogue, where the flag's
+                    # register made ptxas spill in the k-loop)
+                    ready = ptx.mbarrier_test_wait_parity(ptx.addr(full, st.stage), st.phase) != 0
+                if LATE_RELEASE:
+                    ptx.wgmma_wait_group_sync_aligned(0)   # this k-block's mmas are done
                 # ---- promotion: acc[4 j + 2 h + e] is row row_t + 8 h, columns 8 j + 2 q + e (d_row_col)
                 for i in unroll(N2, llvm=LLVM_LOOPS, nest=8):
                     if BN <= SCALE_BLOCK or i < 32:              # columns 0 .. 63: the first block
@@ -607,12 +626,13 @@ def kernel_constants(block_n=128, stages=6, cluster=(1, 1), llvm_loops=True, ksp
     return dict(BN=block_n, N2=W.accumulators(block_n), STAGES=stages, MMA=mma,
                 STAGE_BYTES=stage_bytes(block_n, ksplit), STAGE_TX=stage_tx(block_n, ksplit), A_BYTES=a_bytes(ksplit),
                 A_ROWS=a_rows(ksplit), B_BYTES=b_bytes(block_n), SMEM_ALIGN=SMEM_ALIGN, CM=cm, CN=cn,
-                CLUSTER=cm * cn, LATE_RELEASE=int(stages // ksplit >= 2), A_SHARE_BYTES=a_bytes(ksplit) // cn, B_SHARE_BYTES=b_bytes(block_n) // cm,
+                CLUSTER=cm * cn, A_SHARE_BYTES=a_bytes(ksplit) // cn, B_SHARE_BYTES=b_bytes(block_n) // cm,
                 A_MASK=np.uint16(col_mask), B_MASK=np.uint16((1 << cm) - 1), LLVM_LOOPS=int(bool(llvm_loops)),
                 KSPLIT=ksplit, KSLICES=k_slices, HOLDERS=holders(ksplit), EPI_TMA=int(epi_bufs > 0),
                 EPI_BUFS=max(1, epi_bufs), EPI_CHUNKS=epilogue_chunks(block_n),
                 EPI_ROUNDS=-(-epilogue_chunks(block_n) // max(1, epi_bufs)), REDUCE_BYTES=reduce_bytes(block_n, ksplit),
-                PINGPONG=int(bool(pingpong)))
+                PINGPONG=int(bool(pingpong)), LATE_RELEASE=int(stages // ksplit >= 2),
+                POLL=int(ksplit == 1 and not (epi_bufs and block_n > SCALE_BLOCK)))
 
 
 def make_kernel(**config):

@@ -435,6 +435,14 @@ def test_fp8_gemm_sass(block_n, cluster, ksplit, k_slices):
     assert re.findall(r"USETMAXREG\.DEALLOC\.CTAPOOL (0x[0-9a-f]+)", sass) == [hex(FK.PRODUCER_REGS)]
     assert re.findall(r"USETMAXREG\.TRY_ALLOC\.CTAPOOL UP\d, (0x[0-9a-f]+)", sass) == [hex(FK.CONSUMER_REGS)]
     assert cubin.resources.registers == FK.REGISTER_FILE // FK.THREADS // 8 * 8 and cubin.resources.local == 0
+    # the k-loop builds each k-step's descriptors in uniform registers (the warpgroup from warpgroup_index(): with
+    # threadIdx.x // 128 every step's A descriptor took two R2UR), and polls the next slot before the promotion
+    k_loop = [i.opcode for i in cubin.innermost_loop("QGMMA")]
+    r2ur = k_loop.count("R2UR")
+    print("k-loop:", len(k_loop), "instructions,", r2ur, "R2UR")
+    assert ksplit == 2 or r2ur <= (2 if block_n > 128 else 0), k_loop   # (KSPLIT 2's loop: 1 to 3, not looked into)
+    polls = [o for o in k_loop if o == "SYNCS.PHASECHK.TRANS64"]          # test_wait: no TRYWAIT suffix
+    assert len(polls) == (ksplit == 1), k_loop
 
 
 @pytest.mark.sass
