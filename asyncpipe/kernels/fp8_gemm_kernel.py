@@ -72,7 +72,7 @@ the same A tile: each CTA loads 1/CM of its B and 1/CN of its A and multicasts t
 24 KB per CTA and k-block, a 2 x 2 cluster 16 KB. Every CTA's full barrier still expects a whole stage (its
 peers' copies complete bytes on it too). A slot's empty barrier counts the consumer warps of every CTA that
 shares copies with this one (its column for B, its row for A: CM + CN - 1 CTAs, itself once), and each
-consumer warp releases the slot in each of those. Rank r of
+consumer warp releases the slot in each of those, lane i in the i-th at once (one predicated arrival). Rank r of
 the cluster is (r % CM, r // CM) in the cluster tile. A CTA whose tile lies past M or N (the cluster tile
 overhangs) still loads and multicasts its share (TMA zero-fills it) and stores nothing.
 
@@ -248,16 +248,6 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_d, sb, d, ws, counters, M, N, K, t
     units = whole + (tiles - whole) * KSLICES        # the walk (tail_coords): tiles [0, whole) whole, then the K
                                                      # slices of the rest (whole = 0: every tile sliced)
 
-    def release_peers(st):
-        """One arrival on slot ``st``'s empty barrier in every CTA that writes into this one: the CM CTAs of its
-        cluster column (they multicast B to it, itself included) and the other CN - 1 of its row (A)."""
-        slot = ptx.addr(empty, st.stage)
-        for i in unroll(CM):
-            ptx.mbarrier_arrive_shared_cluster(ptx.mapa_shared_cluster(slot, rank_n * CM + i))
-        for j in unroll(CN):
-            if CN > 1 and j != rank_n:               # (CN 1: rank_n is 0, no other CTA of its row)
-                ptx.mbarrier_arrive_shared_cluster(ptx.mapa_shared_cluster(slot, j * CM + rank_m))
-
     def walk(unit):
         """(tile_m, k_slice, tile_n, slot) of ``unit``: slot -1 for a whole tile, else the sliced tile's number."""
         # (a unit past the walk, which a loop's first fetch may be, meets a tail of at least 1: no division by 0)
@@ -269,13 +259,6 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_d, sb, d, ws, counters, M, N, K, t
             lo, hi = slice_k_blocks(k_slice, k_blocks, KSLICES)
             return int32(lo), int32(hi)
         return int32(0), int32(k_blocks)
-
-    def release(st):
-        """Lane 0 of a consumer warp: slot ``st`` is free, in every CTA that fills it."""
-        if CLUSTER == 1:
-            consumer_release(empty, st, 1)
-        else:
-            release_peers(st)
 
     # ---- prologue: the ring's barriers, visible to TMA and to the cluster --------------------------
     if tid == 0:
@@ -334,6 +317,20 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_d, sb, d, ws, counters, M, N, K, t
         row_t = row_wg + 16 * (t // 32) + (t % 32) // 4   # the thread's rows row_t and row_t + 8 (d_row_col)
         lane = int32(tid % 32)
         lane0 = lane == 0
+        # lane i < PEERS hands a slot back in peer i of the CTAs that write into this one: the CM CTAs of its cluster
+        # column (they multicast B to it, itself included), then the other CN - 1 of its row (A), all at once
+        peer_m = lane if lane < CM else rank_m
+        peer_n = rank_n if lane < CM else lane - CM + int32(lane - CM >= rank_n)
+        peer = peer_n * CM + peer_m
+
+        def release(st):
+            """A consumer warp, after a syncwarp: slot ``st`` is free, in every CTA that fills it."""
+            if CLUSTER == 1:
+                if lane0:
+                    consumer_release(empty, st, 1)
+            elif lane < PEERS:
+                ptx.mbarrier_arrive_shared_cluster(ptx.mapa_shared_cluster(ptx.addr(empty, st.stage), peer))
+
         if EPI_TMA and lane0:                        # the TMA epilogue's storing threads: the host wrote D's map
             ptx.fence_proxy_tensormap_generic_acquire_sys(ptx.addr(tma_d, 0))
         reduce_word = (pad + STAGES * STAGE_BYTES) // SCALE_BYTES   # KSPLIT 2: warpgroup 2's sums, past the ring
@@ -427,8 +424,8 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_d, sb, d, ws, counters, M, N, K, t
                 if LATE_RELEASE:
                     if kb > first:                   # the last k-block's slot goes back, in every CTA that fills it,
                         cuda.syncwarp()              # now that this one's mmas are queued: off the path from its
-                        if lane0:                    # promotion to these mmas (its mmas and every lane's scale
-                            release(held)            # reads are done: wait_group 0 and the promotion came before)
+                        release(held)                # promotion to these mmas (its mmas and every lane's scale
+                                                     # reads are done: wait_group 0 and the promotion came before)
                     held = st
                 sa_word = sa_word0 + st.stage * (STAGE_BYTES // SCALE_BYTES)
                 sa0 = smem_f32[sa_word]              # the scales of rows row_t and row_t + 8
@@ -443,8 +440,7 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_d, sb, d, ws, counters, M, N, K, t
                 if not LATE_RELEASE:
                     ptx.wgmma_wait_group_sync_aligned(0)   # this k-block's mmas are done ...
                     cuda.syncwarp()                  # ... and every lane's scale reads, before lane 0's release
-                    if lane0:
-                        release(st)
+                    release(st)
                 st = advance(st, STAGES)
                 if POLL:                             # the next k-block's data, polled while the mmas run: from the
                     # promotion to the next mmas then only what must be (cuBLAS's order; KSPLIT 1 only, where the next
@@ -472,8 +468,7 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_d, sb, d, ws, counters, M, N, K, t
                             acc[i] += acc_blk[i] * t0
             if LATE_RELEASE and first < kb_hi:       # the unit's last slot
                 cuda.syncwarp()
-                if lane0:
-                    release(held)
+                release(held)
 
             # the next unit's first chunk of B's scales, in flight during this tile's epilogue
             unit += clusters
@@ -626,7 +621,8 @@ def kernel_constants(block_n=128, stages=6, cluster=(1, 1), llvm_loops=True, ksp
     return dict(BN=block_n, N2=W.accumulators(block_n), STAGES=stages, MMA=mma,
                 STAGE_BYTES=stage_bytes(block_n, ksplit), STAGE_TX=stage_tx(block_n, ksplit), A_BYTES=a_bytes(ksplit),
                 A_ROWS=a_rows(ksplit), B_BYTES=b_bytes(block_n), SMEM_ALIGN=SMEM_ALIGN, CM=cm, CN=cn,
-                CLUSTER=cm * cn, A_SHARE_BYTES=a_bytes(ksplit) // cn, B_SHARE_BYTES=b_bytes(block_n) // cm,
+                CLUSTER=cm * cn, PEERS=cm + cn - 1, A_SHARE_BYTES=a_bytes(ksplit) // cn,
+                B_SHARE_BYTES=b_bytes(block_n) // cm,
                 A_MASK=np.uint16(col_mask), B_MASK=np.uint16((1 << cm) - 1), LLVM_LOOPS=int(bool(llvm_loops)),
                 KSPLIT=ksplit, KSLICES=k_slices, HOLDERS=holders(ksplit), EPI_TMA=int(epi_bufs > 0),
                 EPI_BUFS=max(1, epi_bufs), EPI_CHUNKS=epilogue_chunks(block_n),
