@@ -317,6 +317,7 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_d, sb, d, ws, counters, M, N, K, t
         row_t = row_wg + 16 * (t // 32) + (t % 32) // 4   # the thread's rows row_t and row_t + 8 (d_row_col)
         lane = int32(tid % 32)
         lane0 = lane == 0
+        parity = uint32(wg - 1)                      # KSPLIT 2: the parity of this warpgroup's ring slots
         # lane i < PEERS hands a slot back in peer i of the CTAs that write into this one: the CM CTAs of its cluster
         # column (they multicast B to it, itself included), then the other CN - 1 of its row (A), all at once
         peer_m = lane if lane < CM else rank_m
@@ -386,7 +387,7 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_d, sb, d, ws, counters, M, N, K, t
             for i in unroll(N2, llvm=LLVM_LOOPS, nest=8):
                 acc[i] = float32(0.0)
             held = st                                # the slot of the last k-block, released after the next's mmas
-            first = kb_lo + (KSPLIT == 2 and st.stage % 2 != wg - 1)   # the unit's first k-block of this warpgroup
+            first = kb_lo + (KSPLIT == 2 and (st.stage & uint32(1)) != parity)   # the unit's first k-block here
             for kb in range(kb_lo, kb_hi):
                 j = (kb - kb_lo) & (SB_CHUNK - 1)     # chunks start at the slice's first k-block
                 if j == 0 and kb > kb_lo:            # the chunk asked for 31 k-blocks ago
@@ -398,7 +399,7 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_d, sb, d, ws, counters, M, N, K, t
                         sb_nxt2 = sb_chunk(sb_row2, kb - 1 + SB_CHUNK)
                 sb_k = cuda.shfl_sync(FULL_MASK, sb_cur, j)
                 sb_k2 = cuda.shfl_sync(FULL_MASK, sb_cur2, j) if BN > SCALE_BLOCK else float32(0.0)
-                if KSPLIT == 2 and st.stage % 2 != wg - 1:
+                if KSPLIT == 2 and (st.stage & uint32(1)) != parity:
                     # the other warpgroup's slot: each waits only on its own (STAGES is even), so that no slot's
                     # barrier runs two phases past a warpgroup (a parity wait cannot tell phase p from p + 2)
                     st = advance(st, STAGES)

@@ -218,7 +218,7 @@ def test_split_k_by_k_block_parity_is_caught(broken, rng):
     """Split by the k-block's parity instead of the slot's: with 5 k-blocks a tile the second tile's even k-blocks
     sit in odd slots, so a slot serves both warpgroups and its barrier can pass one of them by two phases, where a
     parity wait returns for the wrong phase (the simulator's parity check sees the timing dependence)."""
-    broken("if KSPLIT == 2 and st.stage % 2 != wg - 1:", "if KSPLIT == 2 and kb % 2 != wg - 1:")
+    broken("if KSPLIT == 2 and (st.stage & uint32(1)) != parity:", "if KSPLIT == 2 and uint32(kb & 1) != parity:")
     with sim.settings(sms=1, seed=7), pytest.raises(sim.MbarrierParityError):
         run(rng, 5, 200, 640, 2, block_n=64, split_k=2)
 
