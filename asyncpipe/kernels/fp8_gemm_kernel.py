@@ -325,7 +325,9 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_d, sb, d, ws, counters, M, N, K, t
         peer = peer_n * CM + peer_m
 
         def release(st):
-            """A consumer warp, after a syncwarp: slot ``st`` is free, in every CTA that fills it."""
+            """A consumer warp: slot ``st`` is free, in every CTA that fills it. The syncwarp first: an arrival
+            releases only what its lane did, and every lane has read its scales from the slot."""
+            cuda.syncwarp()
             if CLUSTER == 1:
                 if lane0:
                     consumer_release(empty, st, 1)
@@ -423,11 +425,9 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_d, sb, d, ws, counters, M, N, K, t
                 if PINGPONG:                         # the other warpgroup's turn: its mmas queue behind these
                     ptx.bar_arrive(TURN + 2 - wg, 2 * W.WARPGROUP_THREADS)
                 if LATE_RELEASE:
-                    if kb > first:                   # the last k-block's slot goes back, in every CTA that fills it,
-                        cuda.syncwarp()              # now that this one's mmas are queued: off the path from its
-                        release(held)                # promotion to these mmas (its mmas and every lane's scale
-                                                     # reads are done: wait_group 0 and the promotion came before)
-                    held = st
+                    if kb > first:                   # the last k-block's slot goes back now that this one's mmas
+                        release(held)                # are queued: off the path from its promotion to these mmas (its
+                    held = st                        # mmas and scale reads are done: wait_group 0 and the promotion)
                 sa_word = sa_word0 + st.stage * (STAGE_BYTES // SCALE_BYTES)
                 sa0 = smem_f32[sa_word]              # the scales of rows row_t and row_t + 8
                 sa1 = smem_f32[sa_word + 8]
@@ -440,8 +440,7 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_d, sb, d, ws, counters, M, N, K, t
                     u1 = s1 if split == SCALE_BLOCK else t1
                 if not LATE_RELEASE:
                     ptx.wgmma_wait_group_sync_aligned(0)   # this k-block's mmas are done ...
-                    cuda.syncwarp()                  # ... and every lane's scale reads, before lane 0's release
-                    release(st)
+                    release(st)                      # ... so the slot goes back
                 st = advance(st, STAGES)
                 if POLL:                             # the next k-block's data, polled while the mmas run: from the
                     # promotion to the next mmas then only what must be (cuBLAS's order; KSPLIT 1 only, where the next
@@ -468,7 +467,6 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_d, sb, d, ws, counters, M, N, K, t
                         else:
                             acc[i] += acc_blk[i] * t0
             if LATE_RELEASE and first < kb_hi:       # the unit's last slot
-                cuda.syncwarp()
                 release(held)
 
             # the next unit's first chunk of B's scales, in flight during this tile's epilogue
