@@ -45,7 +45,7 @@ from numba import cuda, float32, uint8, uint32, uint64
 
 from .. import ptx
 from ..pipeline import (advance, consumer_release, consumer_wait, pipeline_init, pipeline_state, producer_acquire,
-                        producer_commit)
+                        producer_commit, warpgroup_index)
 from ..ptx import wgmma as W
 from .unroll import kernel_part, splice, unroll, unrolled
 
@@ -102,7 +102,7 @@ def attention_kernel(tma_q, tma_k, tma_v, tma_o, lse, seqlen_q, seqlen_k, heads,
     empty = cuda.shared.array(STAGES, uint64)
     q_bar = cuda.shared.array(1, uint64)
     tid = cuda.threadIdx.x
-    wg = tid // 128
+    wg = warpgroup_index()                           # warp-uniform to ptxas (roles.py)
     if tid == 0:
         ptx.mbarrier_init(ptx.addr(q_bar, 0), 1)
         pipeline_init(full, empty, STAGES, 1, CONSUMER_WARPS)   # its fence publishes q_bar's init too

@@ -19,7 +19,8 @@ per 128 x 128 block (``sb``, ceil(N/128) x ceil(K/128), row-major). The host sid
           commit; syncwarp -> consumer_release(the last k-block's slot)   its mmas and scale reads are done,
                                                            and releasing it here keeps the release off the path
                                                            from the promotion to these mmas (LATE_RELEASE)
-          read the thread's two row scales from the stage
+          read the thread's two row scales from the stage; poll the next slot's full barrier (POLL: the wait
+          before the next mmas is then skipped, as cuBLAS orders it)
           wgmma.wait_group 0
           acc += acc_blk * (sa[row, kb] * sb_k)            the promotion, in fp32 registers (FFMA); a 192-wide
                                                            tile takes each column's block's scale
@@ -71,7 +72,7 @@ the same A tile: each CTA loads 1/CM of its B and 1/CN of its A and multicasts t
 24 KB per CTA and k-block, a 2 x 2 cluster 16 KB. Every CTA's full barrier still expects a whole stage (its
 peers' copies complete bytes on it too). A slot's empty barrier counts the consumer warps of every CTA that
 shares copies with this one (its column for B, its row for A: CM + CN - 1 CTAs, itself once), and each
-consumer warp releases the slot in each of those. Rank r of
+consumer warp releases the slot in each of those, lane i in the i-th at once (one predicated arrival). Rank r of
 the cluster is (r % CM, r // CM) in the cluster tile. A CTA whose tile lies past M or N (the cluster tile
 overhangs) still loads and multicasts its share (TMA zero-fills it) and stores nothing.
 
@@ -99,7 +100,7 @@ from numba import cuda, float32, int32, int64, uint8, uint16, uint32, uint64
 from .. import ptx
 from ..constants import BULK_SMEM_ALIGN_TENSOR
 from ..pipeline import (advance, consumer_release, consumer_wait, pipeline_init, pipeline_state, producer_acquire,
-                        producer_commit, tail_coords)
+                        producer_commit, tail_coords, warpgroup_index)
 from ..ptx import wgmma as W
 from .unroll import unroll, unrolled
 
@@ -233,7 +234,8 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_d, sb, d, ws, counters, M, N, K, t
     empty = cuda.shared.array(STAGES, uint64)
     slices_in = cuda.shared.array(1, int32)          # k_slices: the K slices of the tile counted before this one
     tid = cuda.threadIdx.x
-    wg = tid // 128                                  # warpgroup: 0 producer, 1..2 consumers
+    wg = warpgroup_index()                           # 0 producer, 1..2 consumers; warp-uniform: A's descriptors
+                                                     # stay in uniform registers (roles.py)
     base = ptx.cvta_to_shared_u32(ptx.addr(smem, 0))
     pad = (SMEM_ALIGN - (base & (SMEM_ALIGN - 1))) & (SMEM_ALIGN - 1)
     k_blocks = (K + BK - 1) // BK                    # the last one may be partial (zero-filled past K)
@@ -246,16 +248,6 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_d, sb, d, ws, counters, M, N, K, t
     units = whole + (tiles - whole) * KSLICES        # the walk (tail_coords): tiles [0, whole) whole, then the K
                                                      # slices of the rest (whole = 0: every tile sliced)
 
-    def release_peers(st):
-        """One arrival on slot ``st``'s empty barrier in every CTA that writes into this one: the CM CTAs of its
-        cluster column (they multicast B to it, itself included) and the other CN - 1 of its row (A)."""
-        slot = ptx.addr(empty, st.stage)
-        for i in unroll(CM):
-            ptx.mbarrier_arrive_shared_cluster(ptx.mapa_shared_cluster(slot, rank_n * CM + i))
-        for j in unroll(CN):
-            if j != rank_n:
-                ptx.mbarrier_arrive_shared_cluster(ptx.mapa_shared_cluster(slot, j * CM + rank_m))
-
     def walk(unit):
         """(tile_m, k_slice, tile_n, slot) of ``unit``: slot -1 for a whole tile, else the sliced tile's number."""
         # (a unit past the walk, which a loop's first fetch may be, meets a tail of at least 1: no division by 0)
@@ -267,16 +259,6 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_d, sb, d, ws, counters, M, N, K, t
             lo, hi = slice_k_blocks(k_slice, k_blocks, KSLICES)
             return int32(lo), int32(hi)
         return int32(0), int32(k_blocks)
-
-    def release(st, lane0):
-        """A consumer warp: slot ``st`` is free, in every CTA that fills it. The syncwarp first: lane 0's arrival
-        releases only what lane 0 did, and every lane has read its scales from the slot."""
-        cuda.syncwarp()
-        if lane0:
-            if CLUSTER == 1:
-                consumer_release(empty, st, 1)
-            else:
-                release_peers(st)
 
     # ---- prologue: the ring's barriers, visible to TMA and to the cluster --------------------------
     if tid == 0:
@@ -333,8 +315,25 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_d, sb, d, ws, counters, M, N, K, t
         t = tid - 128 * wg                           # thread in the warpgroup
         row_wg = 0 if KSPLIT == 2 else (wg - 1) * W.WGMMA_M   # this warpgroup's 64 rows of the CTA's 128
         row_t = row_wg + 16 * (t // 32) + (t % 32) // 4   # the thread's rows row_t and row_t + 8 (d_row_col)
-        lane = t % 32
+        lane = int32(tid % 32)
         lane0 = lane == 0
+        parity = uint32(wg - 1)                      # KSPLIT 2: the parity of this warpgroup's ring slots
+        # lane i < PEERS hands a slot back in peer i of the CTAs that write into this one: the CM CTAs of its cluster
+        # column (they multicast B to it, itself included), then the other CN - 1 of its row (A), all at once
+        peer_m = lane if lane < CM else rank_m
+        peer_n = rank_n if lane < CM else lane - CM + int32(lane - CM >= rank_n)
+        peer = peer_n * CM + peer_m
+
+        def release(st):
+            """A consumer warp: slot ``st`` is free, in every CTA that fills it. The syncwarp first: an arrival
+            releases only what its lane did, and every lane has read its scales from the slot."""
+            cuda.syncwarp()
+            if CLUSTER == 1:
+                if lane0:
+                    consumer_release(empty, st, 1)
+            elif lane < PEERS:
+                ptx.mbarrier_arrive_shared_cluster(ptx.mapa_shared_cluster(ptx.addr(empty, st.stage), peer))
+
         if EPI_TMA and lane0:                        # the TMA epilogue's storing threads: the host wrote D's map
             ptx.fence_proxy_tensormap_generic_acquire_sys(ptx.addr(tma_d, 0))
         reduce_word = (pad + STAGES * STAGE_BYTES) // SCALE_BYTES   # KSPLIT 2: warpgroup 2's sums, past the ring
@@ -356,7 +355,19 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_d, sb, d, ws, counters, M, N, K, t
         def sb_chunk(row, first):
             return sb[row + first + lane] if first + lane < k_blocks else float32(0.0)
 
+        # stage 0's operands (a stage's are STAGE_BYTES further: advance_descriptor) and scales of rows row_t, + 8
+        a_desc0 = W.matrix_descriptor(base + pad + row_wg * W.SWIZZLE_128B_ROW_BYTES, W.K_MAJOR_128B_LBO,
+                                      W.K_MAJOR_128B_SBO, W.SWIZZLE_128B, 0)
+        b_desc0 = W.matrix_descriptor(base + pad + A_BYTES, W.K_MAJOR_128B_LBO, W.K_MAJOR_128B_SBO, W.SWIZZLE_128B, 0)
+        sa_word0 = (pad + A_BYTES + B_BYTES) // SCALE_BYTES + row_t
         st = pipeline_state(0, 0)
+
+        def stage_descriptors(st):
+            """Slot ``st``'s A and B: stage 0's, STAGE_BYTES per stage further."""
+            stage_off = uint32(st.stage * STAGE_BYTES)
+            return W.advance_descriptor(a_desc0, stage_off), W.advance_descriptor(b_desc0, stage_off)
+
+        ready = False                                # the slot's data seen complete by a poll
         unit = cluster
         tm, ks, tn, slot = walk(unit)
         tiles_done = 0
@@ -378,7 +389,7 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_d, sb, d, ws, counters, M, N, K, t
             for i in unroll(N2, llvm=LLVM_LOOPS, nest=8):
                 acc[i] = float32(0.0)
             held = st                                # the slot of the last k-block, released after the next's mmas
-            first = kb_lo + (KSPLIT == 2 and st.stage % 2 != wg - 1)   # the unit's first k-block of this warpgroup
+            first = kb_lo + (KSPLIT == 2 and (st.stage & uint32(1)) != parity)   # the unit's first k-block here
             for kb in range(kb_lo, kb_hi):
                 j = (kb - kb_lo) & (SB_CHUNK - 1)     # chunks start at the slice's first k-block
                 if j == 0 and kb > kb_lo:            # the chunk asked for 31 k-blocks ago
@@ -390,19 +401,17 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_d, sb, d, ws, counters, M, N, K, t
                         sb_nxt2 = sb_chunk(sb_row2, kb - 1 + SB_CHUNK)
                 sb_k = cuda.shfl_sync(FULL_MASK, sb_cur, j)
                 sb_k2 = cuda.shfl_sync(FULL_MASK, sb_cur2, j) if BN > SCALE_BLOCK else float32(0.0)
-                if KSPLIT == 2 and st.stage % 2 != wg - 1:
+                if KSPLIT == 2 and (st.stage & uint32(1)) != parity:
                     # the other warpgroup's slot: each waits only on its own (STAGES is even), so that no slot's
                     # barrier runs two phases past a warpgroup (a parity wait cannot tell phase p from p + 2)
                     st = advance(st, STAGES)
                     continue
-                consumer_wait(full, st)
+                if not ready:                        # (the poll before the last promotion found it incomplete)
+                    consumer_wait(full, st)
+                a_desc, b_desc = stage_descriptors(st)
                 # (A warpgroup whose rows all lie past M still runs its mmas on TMA's zeros: skipping them by a branch
                 # here cost 15-23 % at 64 and 128 wide where no warpgroup is idle, on the H100, 2026-12-05; M <= 64
                 # takes KSPLIT 2 instead.)
-                a_addr = base + pad + st.stage * STAGE_BYTES + row_wg * W.SWIZZLE_128B_ROW_BYTES
-                b_addr = base + pad + st.stage * STAGE_BYTES + A_BYTES
-                a_desc = W.matrix_descriptor(a_addr, W.K_MAJOR_128B_LBO, W.K_MAJOR_128B_SBO, W.SWIZZLE_128B, 0)
-                b_desc = W.matrix_descriptor(b_addr, W.K_MAJOR_128B_LBO, W.K_MAJOR_128B_SBO, W.SWIZZLE_128B, 0)
                 if PINGPONG:                         # wait for the other warpgroup's mmas to be issued
                     ptx.bar_sync(TURN + wg - 1, 2 * W.WARPGROUP_THREADS)
                 ptx.wgmma_fence_sync_aligned()       # acc_blk was read by the last promotion
@@ -417,9 +426,9 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_d, sb, d, ws, counters, M, N, K, t
                     ptx.bar_arrive(TURN + 2 - wg, 2 * W.WARPGROUP_THREADS)
                 if LATE_RELEASE:
                     if kb > first:                   # the last k-block's slot goes back now that this one's mmas
-                        release(held, lane0)         # are queued: off the path from its promotion to these mmas (its
+                        release(held)                # are queued: off the path from its promotion to these mmas (its
                     held = st                        # mmas and scale reads are done: wait_group 0 and the promotion)
-                sa_word = (pad + st.stage * STAGE_BYTES + A_BYTES + B_BYTES) // SCALE_BYTES + row_t
+                sa_word = sa_word0 + st.stage * (STAGE_BYTES // SCALE_BYTES)
                 sa0 = smem_f32[sa_word]              # the scales of rows row_t and row_t + 8
                 sa1 = smem_f32[sa_word + 8]
                 s0 = sa0 * sb_k                      # columns of B's first 128-block
@@ -429,10 +438,17 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_d, sb, d, ws, counters, M, N, K, t
                     t1 = sa1 * sb_k2
                     u0 = s0 if split == SCALE_BLOCK else t0
                     u1 = s1 if split == SCALE_BLOCK else t1
-                ptx.wgmma_wait_group_sync_aligned(0)  # this k-block's mmas are done ...
                 if not LATE_RELEASE:
-                    release(st, lane0)               # ... so the slot goes back
+                    ptx.wgmma_wait_group_sync_aligned(0)   # this k-block's mmas are done ...
+                    release(st)                      # ... so the slot goes back
                 st = advance(st, STAGES)
+                if POLL:                             # the next k-block's data, polled while the mmas run: from the
+                    # promotion to the next mmas then only what must be (cuBLAS's order; KSPLIT 1 only, where the next
+                    # slot in the ring is this warpgroup's next; not at 192 wide with the TMA epilogue, where the flag's
+                    # register made ptxas spill in the k-loop)
+                    ready = ptx.mbarrier_test_wait_parity(ptx.addr(full, st.stage), st.phase) != 0
+                if LATE_RELEASE:
+                    ptx.wgmma_wait_group_sync_aligned(0)   # this k-block's mmas are done
                 # ---- promotion: acc[4 j + 2 h + e] is row row_t + 8 h, columns 8 j + 2 q + e (d_row_col)
                 for i in unroll(N2, llvm=LLVM_LOOPS, nest=8):
                     if BN <= SCALE_BLOCK or i < 32:              # columns 0 .. 63: the first block
@@ -451,7 +467,7 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_d, sb, d, ws, counters, M, N, K, t
                         else:
                             acc[i] += acc_blk[i] * t0
             if LATE_RELEASE and first < kb_hi:       # the unit's last slot
-                release(held, lane0)
+                release(held)
 
             # the next unit's first chunk of B's scales, in flight during this tile's epilogue
             unit += clusters
@@ -604,13 +620,14 @@ def kernel_constants(block_n=128, stages=6, cluster=(1, 1), llvm_loops=True, ksp
     return dict(BN=block_n, N2=W.accumulators(block_n), STAGES=stages, MMA=mma,
                 STAGE_BYTES=stage_bytes(block_n, ksplit), STAGE_TX=stage_tx(block_n, ksplit), A_BYTES=a_bytes(ksplit),
                 A_ROWS=a_rows(ksplit), B_BYTES=b_bytes(block_n), SMEM_ALIGN=SMEM_ALIGN, CM=cm, CN=cn,
-                CLUSTER=cm * cn, LATE_RELEASE=int(stages // ksplit >= 2), A_SHARE_BYTES=a_bytes(ksplit) // cn,
+                CLUSTER=cm * cn, PEERS=cm + cn - 1, A_SHARE_BYTES=a_bytes(ksplit) // cn,
                 B_SHARE_BYTES=b_bytes(block_n) // cm,
                 A_MASK=np.uint16(col_mask), B_MASK=np.uint16((1 << cm) - 1), LLVM_LOOPS=int(bool(llvm_loops)),
                 KSPLIT=ksplit, KSLICES=k_slices, HOLDERS=holders(ksplit), EPI_TMA=int(epi_bufs > 0),
                 EPI_BUFS=max(1, epi_bufs), EPI_CHUNKS=epilogue_chunks(block_n),
                 EPI_ROUNDS=-(-epilogue_chunks(block_n) // max(1, epi_bufs)), REDUCE_BYTES=reduce_bytes(block_n, ksplit),
-                PINGPONG=int(bool(pingpong)))
+                PINGPONG=int(bool(pingpong)), LATE_RELEASE=int(stages // ksplit >= 2),
+                POLL=int(ksplit == 1 and not (epi_bufs and block_n > SCALE_BLOCK)))
 
 
 def make_kernel(**config):

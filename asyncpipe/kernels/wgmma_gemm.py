@@ -69,7 +69,7 @@ from ..errors import check
 from ..host.plans import PlanCache, cached_tensor_map
 from ..jit_cache import jit
 from ..pipeline import (advance, consumer_release, consumer_wait, pipeline_init, pipeline_state, producer_acquire,
-                        producer_commit, unit_coords)
+                        producer_commit, unit_coords, warpgroup_index)
 from ..ptx import wgmma as W
 from .unroll import unroll, unrolled
 
@@ -141,7 +141,7 @@ def wgmma_gemm_kernel(tma_a, tma_b, tma_c, c, M, N, K, tiles_m, tiles_n):
     full = cuda.shared.array(STAGES, uint64)
     empty = cuda.shared.array(STAGES, uint64)
     tid = cuda.threadIdx.x
-    wg = tid // 128                                  # warpgroup: 0 producer, 1..2 consumers
+    wg = warpgroup_index()                           # warpgroup: 0 producer, 1..2 consumers (warp-uniform)
     rank = ptx.cluster_ctarank()                     # this CTA's 128-row block of the cluster tile
     base = ptx.cvta_to_shared_u32(ptx.addr(smem, 0))
     pad = (SMEM_ALIGN - (base & (SMEM_ALIGN - 1))) & (SMEM_ALIGN - 1)

@@ -398,15 +398,17 @@ def test_fp8_gemm_sass(block_n, cluster, ksplit, k_slices):
     assert "gsb0" in q[-1]
     assert re.search(r"WARPGROUP\.DEPBAR\.LE gsb0, 0x0", sass)
     # A, B and A's scales: three TMA loads per k-block; in a 2 x 2 cluster A and B are multicast shares, and
-    # a slot goes back with bare remote arrivals (one per CTA of the row and column), GPU fences only at the
-    # cluster barriers
+    # a slot goes back with bare remote arrivals (one per CTA of the row and column, by as many lanes), GPU fences
+    # only at the cluster barriers
     loads = sorted(o for o in ops if o.startswith("UTMALDG"))
     if cluster == (1, 1):
         assert loads == ["UTMALDG.2D"] * 3
     else:
         shared = (cluster[0] > 1) + (cluster[1] > 1)           # B along M, A along N
         assert loads == ["UTMALDG.2D"] * (3 - shared) + ["UTMALDG.2D.MULTICAST"] * shared
-        assert ops.count("SYNCS.ARRIVE.TRANS64.RED.A1T0") >= sum(cluster) - 1
+        # (the k-loop's release: one arrival instruction, lane i < CM + CN - 1 arriving in peer i)
+        k_loop = [i for i in cubin.innermost_loop("QGMMA") if i.opcode == "SYNCS.ARRIVE.TRANS64.RED.A1T0"]
+        assert len(k_loop) == 1 and k_loop[0].predicate, k_loop
         assert "UCGABAR_ARV" in ops and "UCGABAR_WAIT" in ops
         assert ops.count("MEMBAR.ALL.GPU") == ops.count("UCGABAR_ARV") + 2 * (k_slices > 1)
     # the promotion: one FFMA per accumulator (64), the scales' product (2 FMUL), bf16 pairs out; split_k 2 adds
@@ -435,6 +437,14 @@ def test_fp8_gemm_sass(block_n, cluster, ksplit, k_slices):
     assert re.findall(r"USETMAXREG\.DEALLOC\.CTAPOOL (0x[0-9a-f]+)", sass) == [hex(FK.PRODUCER_REGS)]
     assert re.findall(r"USETMAXREG\.TRY_ALLOC\.CTAPOOL UP\d, (0x[0-9a-f]+)", sass) == [hex(FK.CONSUMER_REGS)]
     assert cubin.resources.registers == FK.REGISTER_FILE // FK.THREADS // 8 * 8 and cubin.resources.local == 0
+    # the k-loop builds each k-step's descriptors in uniform registers (the warpgroup from warpgroup_index(): with
+    # threadIdx.x // 128 every step's A descriptor took two R2UR), and polls the next slot before the promotion
+    k_loop = [i.opcode for i in cubin.innermost_loop("QGMMA")]
+    r2ur = k_loop.count("R2UR")
+    print("k-loop:", len(k_loop), "instructions,", r2ur, "R2UR")
+    assert ksplit == 2 or r2ur <= (2 if block_n > 128 else 0), k_loop   # (KSPLIT 2's loop: 1 to 3, not looked into)
+    polls = [o for o in k_loop if o == "SYNCS.PHASECHK.TRANS64"]          # test_wait: no TRYWAIT suffix
+    assert len(polls) == (ksplit == 1), k_loop
 
 
 @pytest.mark.sass

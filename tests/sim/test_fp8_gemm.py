@@ -138,7 +138,7 @@ def broken(monkeypatch, tmp_path):
 def test_release_before_every_lane_read_its_scales_is_caught(broken, rng):
     """Lane 0's arrival on the empty barrier releases only what lane 0 did: without the syncwarp the
     producer's next TMA into the stage races with the other lanes' reads of the scales."""
-    broken("        cuda.syncwarp()\n        if lane0:", "        if lane0:")
+    broken("            cuda.syncwarp()\n            if CLUSTER == 1:", "            if CLUSTER == 1:")
     # seen as the copy landing on a word another lane read, or (when that lane lags a whole phase behind) as its
     # wait returning for the phase before: both a race on the scales
     with pytest.raises(sim.SharedMemoryRaceError, match=r"(?s)(cp_async_bulk_tensor_2d_shared_global.*an earlier "
@@ -151,7 +151,7 @@ def test_late_release_before_every_lane_read_its_scales_is_caught(broken, rng):
     """The late release (two stages, KSPLIT 1; the test above takes the immediate one, KSPLIT 2 with two stages) too:
     lane 0 hands the last k-block's slot back after this one's mmas, and without the syncwarp before it other lanes
     may not have read that slot's scales yet."""
-    broken("        cuda.syncwarp()\n        if lane0:", "        if lane0:")
+    broken("            cuda.syncwarp()\n            if CLUSTER == 1:", "            if CLUSTER == 1:")
     with pytest.raises(sim.SharedMemoryRaceError, match=r"(?s)(cp_async_bulk_tensor_2d_shared_global.*an earlier "
                        r"read by thread|made a read of word 0x[0-9a-f]+, which a copy completing phase \d+ writes)"):
         run(rng, 130, 128, 512, 2)
@@ -217,7 +217,7 @@ def test_split_k_by_k_block_parity_is_caught(broken, rng):
     """Split by the k-block's parity instead of the slot's: with 5 k-blocks a tile the second tile's even k-blocks
     sit in odd slots, so a slot serves both warpgroups and its barrier can pass one of them by two phases, where a
     parity wait returns for the wrong phase (the simulator's parity check sees the timing dependence)."""
-    broken("if KSPLIT == 2 and st.stage % 2 != wg - 1:", "if KSPLIT == 2 and kb % 2 != wg - 1:")
+    broken("if KSPLIT == 2 and (st.stage & uint32(1)) != parity:", "if KSPLIT == 2 and uint32(kb & 1) != parity:")
     with sim.settings(sms=1, seed=7), pytest.raises(sim.MbarrierParityError):
         run(rng, 5, 200, 640, 2, block_n=64, split_k=2)
 
