@@ -36,18 +36,29 @@ def python_blocks(page: Path) -> list[str]:
     return _BLOCK.findall(page.read_text(encoding="utf-8"))
 
 
-def load_page(page: Path, tmp_path: Path):
-    """Write the page's blocks to ``tmp_path / <stem>.py`` and import it (``__name__`` is not ``"__main__"``)."""
-    blocks = python_blocks(page)
-    assert blocks, f"{page.name}: no ```python blocks"
-    path = tmp_path / f"guide_{page.stem}.py"
-    path.write_text("\n\n".join(blocks), encoding="utf-8")
-    name = f"guide_{page.stem}_{abs(hash(str(tmp_path)))}"
+def load_source(source: str, path: Path):
+    """Write ``source`` to ``path`` and import it as a module (``__name__`` is not ``"__main__"``)."""
+    path.write_text(source, encoding="utf-8")
+    name = f"{path.stem}_{abs(hash(str(path)))}"
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module            # numba's cuda.jit looks a function's module up by name
     spec.loader.exec_module(module)
     return module
+
+
+def load_page(page: Path, tmp_path: Path):
+    """Write the page's blocks to ``tmp_path / guide_<stem>.py`` and import it."""
+    blocks = python_blocks(page)
+    assert blocks, f"{page.name}: no ```python blocks"
+    return load_source("\n\n".join(blocks), tmp_path / f"guide_{page.stem}.py")
+
+
+def load_broken_page(page: Path, tmp_path: Path, right: str, wrong: str):
+    """The page's module with its one occurrence of ``right`` replaced by ``wrong`` (a mistake to be found)."""
+    source = "\n\n".join(python_blocks(page))
+    assert source.count(right) == 1, f"{page.name} no longer has {right!r} (once)"
+    return load_source(source.replace(right, wrong), tmp_path / f"guide_{page.stem}_broken.py")
 
 
 def page_check(page: Path, tmp_path: Path):

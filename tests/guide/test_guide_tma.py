@@ -4,13 +4,10 @@ simulator run and on a GPU."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-
 import numpy as np
 import pytest
 
-from tests.guide.test_guide import GUIDE, load_page, python_blocks
+from tests.guide.test_guide import GUIDE, load_broken_page, load_page
 
 PAGE = GUIDE / "02_tma.md"
 
@@ -132,15 +129,7 @@ def test_each_fence_barrier_and_wait_is_needed(mistake, tmp_path):
     if not SIMULATING:
         pytest.skip("the simulator run (NUMBA_ENABLE_CUDASIM=1) finds the mistakes")
     right, wrong, error = MISTAKES[mistake]
-    source = "\n\n".join(python_blocks(PAGE))
-    assert source.count(right) == 1, f"the page no longer has {right!r}"
-    broken = tmp_path / "guide_02_tma_broken.py"
-    broken.write_text(source.replace(right, wrong), encoding="utf-8")
-    name = f"guide_02_tma_broken_{abs(hash(str(tmp_path)))}"
-    spec = importlib.util.spec_from_file_location(name, broken)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module            # numba's cuda.jit looks a function's module up by name
-    spec.loader.exec_module(module)
+    module = load_broken_page(PAGE, tmp_path, right, wrong)
     expected = (getattr(sim, error), AssertionError) if mistake in ALSO_WRONG_DATA else getattr(sim, error)
     with pytest.raises(expected):
         module.check(2048)
