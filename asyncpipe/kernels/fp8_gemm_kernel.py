@@ -102,7 +102,7 @@ from ..constants import BULK_SMEM_ALIGN_TENSOR
 from ..pipeline import (advance, consumer_release, consumer_wait, pipeline_init, pipeline_state, producer_acquire,
                         producer_commit, tail_coords, warpgroup_index)
 from ..ptx import wgmma as W
-from .unroll import unroll, unrolled
+from .unroll import kernel_part, splice, unroll, unrolled
 
 # ---- the tile ------------------------------------------------------------------------------------------
 WGMMA_ROWS = W.WGMMA_M              # a consumer warpgroup's rows
@@ -226,6 +226,40 @@ def slice_k_blocks(k_slice, k_blocks, slices):
     return k_slice * k_blocks // slices, (k_slice + 1) * k_blocks // slices
 
 
+
+@kernel_part
+def issue_k_block():
+    """DACC: k-block ``kb``'s mmas into block sum ``h`` (acc_blk or acc_blk1), and its scales (p or r) read from
+    its slot, ``held`` or ``held1``, which goes back after its mmas."""
+    j = (kb - kb_lo) & (SB_CHUNK - 1)               # B's scales, as in the k-loop below
+    if j == 0 and kb > kb_lo:
+        sb_cur = sb_nxt
+    if j == 1 and kb - 1 + SB_CHUNK < kb_hi:
+        sb_nxt = sb_chunk(sb_row, kb - 1 + SB_CHUNK)
+    sb_k = cuda.shfl_sync(FULL_MASK, sb_cur, j)
+    if not ready:
+        consumer_wait(full, st)
+    a_desc, b_desc = stage_descriptors(st)
+    ptx.wgmma_fence_sync_aligned()                  # the block sum was read by its last promotion
+    for s in unroll(K_STEPS):
+        step = s * W.WGMMA_K_8BIT * ELEM_BYTES
+        MMA(ptx.addr(acc_blk if h == 0 else acc_blk1, 0), W.advance_descriptor(a_desc, step),
+            W.advance_descriptor(b_desc, step), 0 if s == 0 else 1)
+    ptx.wgmma_commit_group_sync_aligned()
+    sa_word = sa_word0 + st.stage * (STAGE_BYTES // SCALE_BYTES)
+    if h == 0:
+        p0 = smem_f32[sa_word] * sb_k
+        p1 = smem_f32[sa_word + 8] * sb_k
+        held = st
+    else:
+        r0 = smem_f32[sa_word] * sb_k
+        r1 = smem_f32[sa_word + 8] * sb_k
+        held1 = st
+    st = advance(st, STAGES)
+    if POLL:
+        ready = ptx.mbarrier_test_wait_parity(ptx.addr(full, st.stage), st.phase) != 0
+
+
 def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_d, sb, d, ws, counters, M, N, K, tiles_m, tiles_n, whole):
     smem = cuda.shared.array(0, uint8)               # STAGES x (A | B | sa), aligned below
     smem_f32 = cuda.shared.array(0, float32)         # the same dynamic shared memory, as fp32 (the scales)
@@ -339,6 +373,7 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_d, sb, d, ws, counters, M, N, K, t
         reduce_word = (pad + STAGES * STAGE_BYTES) // SCALE_BYTES   # KSPLIT 2: warpgroup 2's sums, past the ring
         acc = cuda.local.array(N2, float32)          # the promoted fp32 sums: registers (constant indices)
         acc_blk = cuda.local.array(N2, float32)      # one k-block's wgmma sums
+        acc_blk1 = cuda.local.array(N2 if DACC else 1, float32)   # DACC: the other k-block's
         # B's scales, a chunk of SB_CHUNK k-blocks at a time: lane i holds k-block (chunk + i)'s, and the warp reads
         # the k-block's with shfl. A chunk is loaded a chunk ahead, at the chunk's second k-block, and a tile's first
         # chunk at the end of the tile before: a load per k-block, even one k-block ahead, had ptxas move its value
@@ -390,84 +425,112 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_d, sb, d, ws, counters, M, N, K, t
                 acc[i] = float32(0.0)
             held = st                                # the slot of the last k-block, released after the next's mmas
             first = kb_lo + (KSPLIT == 2 and (st.stage & uint32(1)) != parity)   # the unit's first k-block here
-            for kb in range(kb_lo, kb_hi):
-                j = (kb - kb_lo) & (SB_CHUNK - 1)     # chunks start at the slice's first k-block
-                if j == 0 and kb > kb_lo:            # the chunk asked for 31 k-blocks ago
-                    sb_cur = sb_nxt
-                    sb_cur2 = sb_nxt2
-                if j == 1 and kb - 1 + SB_CHUNK < kb_hi:
-                    sb_nxt = sb_chunk(sb_row, kb - 1 + SB_CHUNK)
-                    if BN > SCALE_BLOCK:
-                        sb_nxt2 = sb_chunk(sb_row2, kb - 1 + SB_CHUNK)
-                sb_k = cuda.shfl_sync(FULL_MASK, sb_cur, j)
-                sb_k2 = cuda.shfl_sync(FULL_MASK, sb_cur2, j) if BN > SCALE_BLOCK else float32(0.0)
-                if KSPLIT == 2 and (st.stage & uint32(1)) != parity:
-                    # the other warpgroup's slot: each waits only on its own (STAGES is even), so that no slot's
-                    # barrier runs two phases past a warpgroup (a parity wait cannot tell phase p from p + 2)
+            if DACC:
+                # k-blocks in pairs, the first into acc_blk and the second into acc_blk1: the first's promotion
+                # runs while the second's mmas do, the second's while the other warpgroup's do. No wgmma or wait
+                # under a branch in the loop (ptxas serialises every wgmma then, C7514); an odd unit's last k-block
+                # comes after it
+                p0 = p1 = r0 = r1 = float32(0.0)
+                held1 = st
+                for kb2 in range(kb_lo, kb_hi - 1, 2):
+                    for h in unroll(2):
+                        kb = kb2 + h
+                        splice(issue_k_block)
+                    ptx.wgmma_wait_group_sync_aligned(1)   # the first k-block's mmas are done
+                    release(held)
+                    for i in unroll(N2, llvm=LLVM_LOOPS, nest=8):
+                        acc[i] += acc_blk[i] * (p1 if (i >> 1) & 1 else p0)
+                    ptx.wgmma_wait_group_sync_aligned(0)   # and the second's
+                    release(held1)
+                    for i in unroll(N2, llvm=LLVM_LOOPS, nest=8):
+                        acc[i] += acc_blk1[i] * (r1 if (i >> 1) & 1 else r0)
+                if (kb_hi - kb_lo) & 1:
+                    kb = kb_hi - 1
+                    for h in unroll(1):
+                        splice(issue_k_block)
+                    ptx.wgmma_wait_group_sync_aligned(0)
+                    release(held)
+                    for i in unroll(N2, llvm=LLVM_LOOPS, nest=8):
+                        acc[i] += acc_blk[i] * (p1 if (i >> 1) & 1 else p0)
+            else:
+                for kb in range(kb_lo, kb_hi):
+                    j = (kb - kb_lo) & (SB_CHUNK - 1)     # chunks start at the slice's first k-block
+                    if j == 0 and kb > kb_lo:            # the chunk asked for 31 k-blocks ago
+                        sb_cur = sb_nxt
+                        sb_cur2 = sb_nxt2
+                    if j == 1 and kb - 1 + SB_CHUNK < kb_hi:
+                        sb_nxt = sb_chunk(sb_row, kb - 1 + SB_CHUNK)
+                        if BN > SCALE_BLOCK:
+                            sb_nxt2 = sb_chunk(sb_row2, kb - 1 + SB_CHUNK)
+                    sb_k = cuda.shfl_sync(FULL_MASK, sb_cur, j)
+                    sb_k2 = cuda.shfl_sync(FULL_MASK, sb_cur2, j) if BN > SCALE_BLOCK else float32(0.0)
+                    if KSPLIT == 2 and (st.stage & uint32(1)) != parity:
+                        # the other warpgroup's slot: each waits only on its own (STAGES is even), so that no slot's
+                        # barrier runs two phases past a warpgroup (a parity wait cannot tell phase p from p + 2)
+                        st = advance(st, STAGES)
+                        continue
+                    if not ready:                        # (the poll before the last promotion found it incomplete)
+                        consumer_wait(full, st)
+                    a_desc, b_desc = stage_descriptors(st)
+                    # (A warpgroup whose rows all lie past M still runs its mmas on TMA's zeros: skipping them by a branch
+                    # here cost 15-23 % at 64 and 128 wide where no warpgroup is idle, on the H100, 2026-12-05; M <= 64
+                    # takes KSPLIT 2 instead.)
+                    if PINGPONG:                         # wait for the other warpgroup's mmas to be issued
+                        ptx.bar_sync(TURN + wg - 1, 2 * W.WARPGROUP_THREADS)
+                    ptx.wgmma_fence_sync_aligned()       # acc_blk was read by the last promotion
+                    for s in unroll(K_STEPS):
+                        # K-major, 128B swizzle: the k32 step s starts 32 bytes further along each row;
+                        # scale-d 0 on the first step: the block's sum starts from its first product
+                        step = s * W.WGMMA_K_8BIT * ELEM_BYTES
+                        MMA(ptx.addr(acc_blk, 0), W.advance_descriptor(a_desc, step), W.advance_descriptor(b_desc, step),
+                            0 if s == 0 else 1)
+                    ptx.wgmma_commit_group_sync_aligned()
+                    if PINGPONG:                         # the other warpgroup's turn: its mmas queue behind these
+                        ptx.bar_arrive(TURN + 2 - wg, 2 * W.WARPGROUP_THREADS)
+                    if LATE_RELEASE:
+                        if kb > first:                   # the last k-block's slot goes back now that this one's mmas
+                            release(held)                # are queued: off the path from its promotion to these mmas (its
+                        held = st                        # mmas and scale reads are done: wait_group 0 and the promotion)
+                    sa_word = sa_word0 + st.stage * (STAGE_BYTES // SCALE_BYTES)
+                    sa0 = smem_f32[sa_word]              # the scales of rows row_t and row_t + 8
+                    sa1 = smem_f32[sa_word + 8]
+                    s0 = sa0 * sb_k                      # columns of B's first 128-block
+                    s1 = sa1 * sb_k
+                    if BN > SCALE_BLOCK:                 # columns 64 .. 127 of the tile: either block; 128 ..: the next
+                        t0 = sa0 * sb_k2
+                        t1 = sa1 * sb_k2
+                        u0 = s0 if split == SCALE_BLOCK else t0
+                        u1 = s1 if split == SCALE_BLOCK else t1
+                    if not LATE_RELEASE:
+                        ptx.wgmma_wait_group_sync_aligned(0)   # this k-block's mmas are done ...
+                        release(st)                      # ... so the slot goes back
                     st = advance(st, STAGES)
-                    continue
-                if not ready:                        # (the poll before the last promotion found it incomplete)
-                    consumer_wait(full, st)
-                a_desc, b_desc = stage_descriptors(st)
-                # (A warpgroup whose rows all lie past M still runs its mmas on TMA's zeros: skipping them by a branch
-                # here cost 15-23 % at 64 and 128 wide where no warpgroup is idle, on the H100, 2026-12-05; M <= 64
-                # takes KSPLIT 2 instead.)
-                if PINGPONG:                         # wait for the other warpgroup's mmas to be issued
-                    ptx.bar_sync(TURN + wg - 1, 2 * W.WARPGROUP_THREADS)
-                ptx.wgmma_fence_sync_aligned()       # acc_blk was read by the last promotion
-                for s in unroll(K_STEPS):
-                    # K-major, 128B swizzle: the k32 step s starts 32 bytes further along each row;
-                    # scale-d 0 on the first step: the block's sum starts from its first product
-                    step = s * W.WGMMA_K_8BIT * ELEM_BYTES
-                    MMA(ptx.addr(acc_blk, 0), W.advance_descriptor(a_desc, step), W.advance_descriptor(b_desc, step),
-                        0 if s == 0 else 1)
-                ptx.wgmma_commit_group_sync_aligned()
-                if PINGPONG:                         # the other warpgroup's turn: its mmas queue behind these
-                    ptx.bar_arrive(TURN + 2 - wg, 2 * W.WARPGROUP_THREADS)
-                if LATE_RELEASE:
-                    if kb > first:                   # the last k-block's slot goes back now that this one's mmas
-                        release(held)                # are queued: off the path from its promotion to these mmas (its
-                    held = st                        # mmas and scale reads are done: wait_group 0 and the promotion)
-                sa_word = sa_word0 + st.stage * (STAGE_BYTES // SCALE_BYTES)
-                sa0 = smem_f32[sa_word]              # the scales of rows row_t and row_t + 8
-                sa1 = smem_f32[sa_word + 8]
-                s0 = sa0 * sb_k                      # columns of B's first 128-block
-                s1 = sa1 * sb_k
-                if BN > SCALE_BLOCK:                 # columns 64 .. 127 of the tile: either block; 128 ..: the next
-                    t0 = sa0 * sb_k2
-                    t1 = sa1 * sb_k2
-                    u0 = s0 if split == SCALE_BLOCK else t0
-                    u1 = s1 if split == SCALE_BLOCK else t1
-                if not LATE_RELEASE:
-                    ptx.wgmma_wait_group_sync_aligned(0)   # this k-block's mmas are done ...
-                    release(st)                      # ... so the slot goes back
-                st = advance(st, STAGES)
-                if POLL:                             # the next k-block's data, polled while the mmas run: from the
-                    # promotion to the next mmas then only what must be (cuBLAS's order; KSPLIT 1 only, where the next
-                    # slot in the ring is this warpgroup's next; not at 192 wide with the TMA epilogue, where the flag's
-                    # register made ptxas spill in the k-loop)
-                    ready = ptx.mbarrier_test_wait_parity(ptx.addr(full, st.stage), st.phase) != 0
-                if LATE_RELEASE:
-                    ptx.wgmma_wait_group_sync_aligned(0)   # this k-block's mmas are done
-                # ---- promotion: acc[4 j + 2 h + e] is row row_t + 8 h, columns 8 j + 2 q + e (d_row_col)
-                for i in unroll(N2, llvm=LLVM_LOOPS, nest=8):
-                    if BN <= SCALE_BLOCK or i < 32:              # columns 0 .. 63: the first block
-                        if (i >> 1) & 1:
-                            acc[i] += acc_blk[i] * s1
-                        else:
-                            acc[i] += acc_blk[i] * s0
-                    elif i < 64:                                 # columns 64 .. 127
-                        if (i >> 1) & 1:
-                            acc[i] += acc_blk[i] * u1
-                        else:
-                            acc[i] += acc_blk[i] * u0
-                    else:                                        # columns 128 .. 191: the next block
-                        if (i >> 1) & 1:
-                            acc[i] += acc_blk[i] * t1
-                        else:
-                            acc[i] += acc_blk[i] * t0
-            if LATE_RELEASE and first < kb_hi:       # the unit's last slot
-                release(held)
+                    if POLL:                             # the next k-block's data, polled while the mmas run: from the
+                        # promotion to the next mmas then only what must be (cuBLAS's order; KSPLIT 1 only, where the next
+                        # slot in the ring is this warpgroup's next; not at 192 wide with the TMA epilogue, where the flag's
+                        # register made ptxas spill in the k-loop)
+                        ready = ptx.mbarrier_test_wait_parity(ptx.addr(full, st.stage), st.phase) != 0
+                    if LATE_RELEASE:
+                        ptx.wgmma_wait_group_sync_aligned(0)   # this k-block's mmas are done
+                    # ---- promotion: acc[4 j + 2 h + e] is row row_t + 8 h, columns 8 j + 2 q + e (d_row_col)
+                    for i in unroll(N2, llvm=LLVM_LOOPS, nest=8):
+                        if BN <= SCALE_BLOCK or i < 32:              # columns 0 .. 63: the first block
+                            if (i >> 1) & 1:
+                                acc[i] += acc_blk[i] * s1
+                            else:
+                                acc[i] += acc_blk[i] * s0
+                        elif i < 64:                                 # columns 64 .. 127
+                            if (i >> 1) & 1:
+                                acc[i] += acc_blk[i] * u1
+                            else:
+                                acc[i] += acc_blk[i] * u0
+                        else:                                        # columns 128 .. 191: the next block
+                            if (i >> 1) & 1:
+                                acc[i] += acc_blk[i] * t1
+                            else:
+                                acc[i] += acc_blk[i] * t0
+                if LATE_RELEASE and first < kb_hi:       # the unit's last slot
+                    release(held)
 
             # the next unit's first chunk of B's scales, in flight during this tile's epilogue
             unit += clusters
@@ -604,7 +667,7 @@ def workspace_words(cta_tiles: int, block_n: int, k_slices: int, ksplit: int = 1
 
 
 def kernel_constants(block_n=128, stages=6, cluster=(1, 1), llvm_loops=True, ksplit=1, k_slices=1, epi_bufs=0,
-                     pingpong=False) -> dict:
+                     pingpong=False, dacc=None) -> dict:
     """The compile-time constants of one configuration (what ``unrolled`` substitutes). ``llvm_loops``: the
     accumulators' zeroing, promotion and epilogue loops left to LLVM (nested 8 deep, ``unroll(..., nest=8)``)
     instead of expanded statement by statement (False). Offline at 192 wide: 37.9 -> 9.0 s cold, 168 registers, no
@@ -614,6 +677,10 @@ def kernel_constants(block_n=128, stages=6, cluster=(1, 1), llvm_loops=True, ksp
     assert 1 <= k_slices <= MAX_KSLICES, k_slices
     assert 0 <= epi_bufs <= epilogue_chunks(block_n), (epi_bufs, block_n)
     assert not (pingpong and ksplit == 2), "KSPLIT 2's warpgroups take turns by ring slot already"
+    if dacc is None:
+        dacc = ksplit == 1 and block_n <= SCALE_BLOCK and not pingpong
+    assert not dacc or (ksplit == 1 and block_n <= SCALE_BLOCK and not pingpong), \
+        "DACC: KSPLIT 1, at most 128 wide (three sums of registers), no pingpong"
     cm, cn = cluster
     mma = getattr(ptx, f"wgmma_mma_async_sync_aligned_m64n{block_n}k32_f32_e4m3_e4m3_ss")
     col_mask = sum(1 << (j * cm) for j in range(cn))       # ranks (0, j): the CTAs of rank_m 0's cluster row
@@ -627,7 +694,7 @@ def kernel_constants(block_n=128, stages=6, cluster=(1, 1), llvm_loops=True, ksp
                 EPI_BUFS=max(1, epi_bufs), EPI_CHUNKS=epilogue_chunks(block_n),
                 EPI_ROUNDS=-(-epilogue_chunks(block_n) // max(1, epi_bufs)), REDUCE_BYTES=reduce_bytes(block_n, ksplit),
                 PINGPONG=int(bool(pingpong)), LATE_RELEASE=int(stages // ksplit >= 2),
-                POLL=int(ksplit == 1 and not (epi_bufs and block_n > SCALE_BLOCK)))
+                POLL=int(ksplit == 1 and not (epi_bufs and block_n > SCALE_BLOCK)), DACC=int(bool(dacc)))
 
 
 def make_kernel(**config):
