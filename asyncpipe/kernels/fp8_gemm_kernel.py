@@ -678,7 +678,7 @@ def kernel_constants(block_n=128, stages=6, cluster=(1, 1), llvm_loops=True, ksp
     assert 0 <= epi_bufs <= epilogue_chunks(block_n), (epi_bufs, block_n)
     assert not (pingpong and ksplit == 2), "KSPLIT 2's warpgroups take turns by ring slot already"
     if dacc is None:
-        dacc = ksplit == 1 and block_n <= SCALE_BLOCK and not pingpong
+        dacc = ksplit == 1 and block_n <= SCALE_BLOCK and not pingpong and not epi_bufs   # (spills with it at 128)
     assert not dacc or (ksplit == 1 and block_n <= SCALE_BLOCK and not pingpong), \
         "DACC: KSPLIT 1, at most 128 wide (three sums of registers), no pingpong"
     cm, cn = cluster
