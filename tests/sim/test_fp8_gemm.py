@@ -135,6 +135,28 @@ def broken(monkeypatch, tmp_path):
     G._jit.cache_clear()
 
 
+@pytest.mark.parametrize("m, n, k, options", [
+    (130, 128, 384, {}),                            # 3 k-blocks: a pair, then the odd one out
+    (70, 136, 512, dict(block_n=64)),               # 4: two pairs; both warpgroups hold rows
+    (130, 128, 640, dict(cluster=(2, 1))),          # 5 in 2 x 1 clusters: every slot released across the cluster
+    (70, 136, 896, dict(block_n=64, k_slices=3)),   # slices of 2, 2 and 3 k-blocks (odd and even units)
+])
+def test_dacc_pairs_of_k_blocks(m, n, k, options, rng):
+    """DACC (two block sums, k-blocks in pairs, the direct epilogue at <= 128 wide): the pairs and an odd unit's last
+    k-block, through two stages, one SM walking every tile (the pairs' phases carried from tile to tile)."""
+    with sim.settings(sms=1, seed=7, switch=0.3):
+        got, a, sa, b, sb = run(rng, m, n, k, 2, epilogue="direct", **{"block_n": 128, **options})
+    assert np.all(np.abs(got - G.reference(a, sa, b, sb)) <= G.error_bound(a, sa, b, sb))
+
+
+def test_dacc_promotion_before_its_mmas_retire_is_caught(broken, rng):
+    """DACC: the pair's second block sum promoted after wait_group(1) only (which retires the first's group): the
+    simulator names the read of a pending wgmma's accumulators."""
+    broken("                    ptx.wgmma_wait_group_sync_aligned(0)   # and the second's", "                    pass")
+    with pytest.raises(sim.WgmmaPendingError, match=r"accumulator read.*wgmma_wait_group\(1\)"):
+        run(rng, 130, 128, 384, 2, epilogue="direct")
+
+
 def test_release_before_every_lane_read_its_scales_is_caught(broken, rng):
     """Lane 0's arrival on the empty barrier releases only what lane 0 did: without the syncwarp the
     producer's next TMA into the stage races with the other lanes' reads of the scales."""
@@ -168,12 +190,16 @@ def test_b_scales_in_chunks(broken, rng):
     assert np.all(np.abs(got - G.reference(a, sa, b, sb)) <= G.error_bound(a, sa, b, sb))
 
 
-def test_fresh_block_accumulator_is_what_promotion_needs(broken, rng):
+@pytest.mark.parametrize("old, m, k, options", [
+    ("W.advance_descriptor(b_desc, step),\n                            0 if s == 0 else 1)", 1, 256, {}),  # k-loop
+    # DACC's issue_k_block: four k-blocks, so that each of the two block sums is used twice
+    ("W.advance_descriptor(b_desc, step), 0 if s == 0 else 1)", 130, 512, dict(epilogue="direct")),
+], ids=["k-loop", "dacc"])
+def test_fresh_block_accumulator_is_what_promotion_needs(broken, rng, old, m, k, options):
     """scale-d 1 on every step keeps the previous k-block's sum in acc_blk: promoted again, it is counted
     twice (the simulator computes the wrong answer the GPU would)."""
-    broken("W.advance_descriptor(b_desc, step),\n                        0 if s == 0 else 1)",
-           "W.advance_descriptor(b_desc, step), 1)")
-    got, a, sa, b, sb = run(rng, 1, 128, 256, 2)
+    broken(old, "W.advance_descriptor(b_desc, step), 1)")
+    got, a, sa, b, sb = run(rng, m, 128, k, 2, **options)
     assert not np.all(np.abs(got - G.reference(a, sa, b, sb)) <= G.error_bound(a, sa, b, sb))
 
 
