@@ -391,11 +391,16 @@ def test_fp8_gemm_sass(block_n, cluster, ksplit, k_slices):
                         lacks=("CALL", "LDL", "STL"), launch_bounds=FK.LAUNCH_BOUNDS)
     sass, ops = cubin.sass, cubin.opcodes
     print(cubin.resources, "QGMMA:", sum(o.startswith("QGMMA") for o in ops), "FFMA:", ops.count("FFMA"))
+    # DACC (on by default at <= 128 wide with KSPLIT 1 and this direct epilogue): the k-loop issues a pair of k-blocks
+    # into two block sums, and an odd unit's last k-block follows it: three copies of a k-block's mmas and promotion
+    copies = 3 if FK.kernel_constants(block_n=block_n, cluster=cluster, ksplit=ksplit, k_slices=k_slices)["DACC"] else 1
     # four k32 e4m3 wgmma per k-block, the first with scale-d 0 (no C input: "RZ, !UPT"), the last committed
     q = [line for line in sass.splitlines() if re.search(rf"\bQGMMA\.64x{block_n}x32\.F32\.E4M3\.E4M3\s", line)]
-    assert len(q) == FK.K_STEPS, "\n".join(q) or sass
-    assert "RZ, !UPT" in q[0] and not any("RZ, !UPT" in line for line in q[1:])
-    assert "gsb0" in q[-1]
+    assert len(q) == FK.K_STEPS * copies, "\n".join(q) or sass
+    for c in range(copies):
+        block = q[c * FK.K_STEPS:(c + 1) * FK.K_STEPS]
+        assert "RZ, !UPT" in block[0] and not any("RZ, !UPT" in line for line in block[1:])
+        assert "gsb0" in block[-1] and not any("gsb0" in line for line in block[:-1])   # not serialised (C7514)
     assert re.search(r"WARPGROUP\.DEPBAR\.LE gsb0, 0x0", sass)
     # A, B and A's scales: three TMA loads per k-block; in a 2 x 2 cluster A and B are multicast shares, and
     # a slot goes back with bare remote arrivals (one per CTA of the row and column, by as many lanes), GPU fences
@@ -408,12 +413,12 @@ def test_fp8_gemm_sass(block_n, cluster, ksplit, k_slices):
         assert loads == ["UTMALDG.2D"] * (3 - shared) + ["UTMALDG.2D.MULTICAST"] * shared
         # (the k-loop's release: one arrival instruction, lane i < CM + CN - 1 arriving in peer i)
         k_loop = [i for i in cubin.innermost_loop("QGMMA") if i.opcode == "SYNCS.ARRIVE.TRANS64.RED.A1T0"]
-        assert len(k_loop) == 1 and k_loop[0].predicate, k_loop
+        assert len(k_loop) == (2 if copies == 3 else 1) and all(i.predicate for i in k_loop), k_loop
         assert "UCGABAR_ARV" in ops and "UCGABAR_WAIT" in ops
         assert ops.count("MEMBAR.ALL.GPU") == ops.count("UCGABAR_ARV") + 2 * (k_slices > 1)
     # the promotion: one FFMA per accumulator (64), the scales' product (2 FMUL), bf16 pairs out; split_k 2 adds
     # warpgroup 2's sums (an FADD each) after named barriers (bar.sync / bar.arrive 1 and 2)
-    assert ops.count("FFMA") == FK.W.accumulators(block_n)
+    assert ops.count("FFMA") == FK.W.accumulators(block_n) * copies
     if ksplit == 2:
         assert ops.count("FADD") >= FK.W.accumulators(block_n) and sum(o.startswith("BAR.ARV") for o in ops) == 2
     # k_slices: the sums out to the workspace (an STG each beside D's bf16 pairs, and the counter's reset), one
@@ -444,7 +449,7 @@ def test_fp8_gemm_sass(block_n, cluster, ksplit, k_slices):
     print("k-loop:", len(k_loop), "instructions,", r2ur, "R2UR")
     assert ksplit == 2 or r2ur <= (2 if block_n > 128 else 0), k_loop   # (KSPLIT 2's loop: 1 to 3, not looked into)
     polls = [o for o in k_loop if o == "SYNCS.PHASECHK.TRANS64"]          # test_wait: no TRYWAIT suffix
-    assert len(polls) == (ksplit == 1), k_loop
+    assert len(polls) == (ksplit == 1) * (2 if copies == 3 else 1), k_loop   # DACC's loop: a pair of k-blocks
 
 
 @pytest.mark.sass
