@@ -162,7 +162,16 @@ def describe_array(array, dtype=None) -> ArrayDesc:
         for n in reversed(shape):
             strides.insert(0, step)
             step *= n
-    return ArrayDesc(int(cai["data"][0]), shape, tuple(int(s) for s in strides), name)
+    strides = [int(s) for s in strides]
+    # An outer dimension of extent 1 is never stepped along: its stride is whatever the array's producer wrote (a
+    # one-row view of a pitched array counts as contiguous, and its interface reports cols x itemsize, not the
+    # pitch). It takes the smallest stride every layout rule accepts instead: the next dimension's extent in bytes,
+    # rounded up to 32 (a multiple of 16, and of 32 with interleave). Otherwise a one-row view of an 8-byte-wide
+    # row would be refused for a stride TMA never uses.
+    for i in range(len(shape) - 2, -1, -1):
+        if shape[i] == 1:
+            strides[i] = -(-(shape[i + 1] * strides[i + 1]) // 32) * 32
+    return ArrayDesc(int(cai["data"][0]), shape, tuple(strides), name)
 
 
 # ---------------------------------------------------------------------------------------------

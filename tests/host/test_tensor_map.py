@@ -87,6 +87,17 @@ def test_describe_array_strided_view():
     assert lay.cuda_strides == [320]
 
 
+@pytest.mark.parametrize("shape, strides", [((1, 6), None), ((1, 6), (24, 4)), ((1, 6), (4096, 4)),
+                                            ((1, 1, 6), None)])
+def test_describe_array_extent_one_dimensions_take_a_legal_stride(shape, strides):
+    """A dimension of extent 1 is never stepped along: whatever stride the interface reports (a one-row view of a
+    pitched array counts as contiguous: cols x 4 = 24 bytes), it gets the next dimension's bytes rounded up to 32,
+    and the layout is accepted."""
+    desc = describe_array(FakeDeviceArray(shape, "<f4", strides=strides))
+    assert desc.strides[-2] == 32 and desc.strides[-1] == 4
+    validate_tiled(desc.address, desc.shape, desc.strides, desc.dtype, (1,) * (len(shape) - 1) + (4,))
+
+
 def test_bfloat16_by_explicit_dtype():
     assert describe_array(FakeDeviceArray((16, 64), "<u2"), dtype="bfloat16").dtype == "bfloat16"
     assert describe_array(FakeDeviceArray((16, 64), "<u2"), dtype=np.float16).dtype == "float16"

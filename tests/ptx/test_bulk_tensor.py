@@ -476,6 +476,30 @@ def test_out_of_bounds_fill_gpu(fill, rng):
 
 @pytest.mark.gpu
 @pytest.mark.hopper
+def test_one_row_view_of_a_pitched_array_gpu(rng):
+    """Row 2 of a 5 x 8 float32 array, its first 6 columns: a view that counts as contiguous, whose interface says
+    24 bytes from row to row (not a multiple of 16; TMA never steps along its one row). It is described and loaded:
+    its columns 4 and 5, then TMA's zeros past column 6."""
+    from asyncpipe.host.tensor_map import TensorMap
+
+    a = rng.standard_normal((5, 8)).astype(np.float32)
+    d = cuda.to_device(a)
+    tmap = TensorMap.tiled(d[2:3, :6], (1, 4))
+    origins = [(0, 0), (0, 4)]
+    coords = np.array([o[::-1] for o in origins], np.int32)
+    poison = np.float32(-12345.5)
+    out = cuda.to_device(np.full((len(origins), 4), poison, np.float32))
+    timeouts = cuda.to_device(np.zeros(len(origins), np.int32))
+    kernel = cuda.jit(make_load(2, np.float32, 4, tmap.box_bytes, poison))
+    kernel[len(origins), 32](tmap, cuda.to_device(coords), out, timeouts)
+    assert not timeouts.copy_to_host().any(), "a TMA load never completed its mbarrier phase"
+    got = out.copy_to_host()
+    np.testing.assert_array_equal(got[0], a[2, :4])
+    np.testing.assert_array_equal(got[1], [a[2, 4], a[2, 5], 0, 0])
+
+
+@pytest.mark.gpu
+@pytest.mark.hopper
 def test_clipped_store_gpu():
     # The map covers a 40 x 52 window of a 60 x 80 buffer; everything outside the window is poison
     # that the boxes hanging over the window's far edges must not touch.
