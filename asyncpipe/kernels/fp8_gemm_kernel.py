@@ -34,6 +34,14 @@ works, not between the promotion and the next mmas, where every instruction dela
 per warpgroup, so it needs two slots per warpgroup (``LATE_RELEASE``: STAGES // KSPLIT >= 2; KSPLIT 2 with two
 stages gives each warpgroup one slot, and waiting for its next k-block there would wait for itself).
 
+**Two block sums (DACC).** With one block sum a warpgroup's tensor-core work stops at every k-block: its mmas,
+their wait, the promotion, then the next mmas; only the other warpgroup's mmas fill the gap. At <= 128 wide with
+KSPLIT 1 and the direct epilogue, a third set of registers is free (3 x 64 fp32 accumulators), so k-blocks go in
+pairs: the first into ``acc_blk``, the second into ``acc_blk1``; wait_group 1 and the first's promotion while the
+second's mmas run, then wait_group 0 and the second's. No wgmma or wait sits under a branch inside the loop (ptxas
+then serialises every wgmma of the kernel, C7514): an odd unit's last k-block follows the loop. Not with the TMA
+epilogue: ptxas then spilled at 128 wide and moved the descriptors out of uniform registers at 64.
+
 **Why promote every 128 of K.** The tensor core's FP8 accumulation keeps fewer bits than fp32 (about 13-14
 measured by DeepSeek); summed over all of K the error would grow with K. Each k-block's sum covers 128
 products only (4 wgmma of 32), then goes into a true fp32 accumulator, scaled: the error stays bounded by
