@@ -365,6 +365,11 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_d, sb, d, ws, counters, M, N, K, t
         peer_m = lane if lane < CM else rank_m
         peer_n = rank_n if lane < CM else lane - CM + int32(lane - CM >= rank_n)
         peer = peer_n * CM + peer_m
+        releaser = lane < int32(PEERS)               # (decided once: in the k-loop the test was redone in 64 bits)
+        # slot 0's empty barrier in that peer (lanes past PEERS: their own CTA's, never arrived on); slot s's is 8 s
+        # bytes further, so the k-loop adds an offset to a register instead of asking mapa again
+        empty_peer = ptx.mapa_shared_cluster(ptx.addr(empty, 0), peer if releaser else rank) if CLUSTER > 1 \
+            else uint32(0)
 
         def release(st):
             """A consumer warp: slot ``st`` is free, in every CTA that fills it. The syncwarp first: an arrival
@@ -373,8 +378,8 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_d, sb, d, ws, counters, M, N, K, t
             if CLUSTER == 1:
                 if lane0:
                     consumer_release(empty, st, 1)
-            elif lane < PEERS:
-                ptx.mbarrier_arrive_shared_cluster(ptx.mapa_shared_cluster(ptx.addr(empty, st.stage), peer))
+            elif releaser:
+                ptx.mbarrier_arrive_shared_cluster(empty_peer + uint32(st.stage * 8))
 
         if EPI_TMA and lane0:                        # the TMA epilogue's storing threads: the host wrote D's map
             ptx.fence_proxy_tensormap_generic_acquire_sys(ptx.addr(tma_d, 0))
@@ -432,7 +437,7 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_d, sb, d, ws, counters, M, N, K, t
             for i in unroll(N2, llvm=LLVM_LOOPS, nest=8):
                 acc[i] = float32(0.0)
             held = st                                # the slot of the last k-block, released after the next's mmas
-            first = kb_lo + (KSPLIT == 2 and (st.stage & uint32(1)) != parity)   # the unit's first k-block here
+            first = kb_lo + int32(KSPLIT == 2 and (st.stage & uint32(1)) != parity)   # the unit's first k-block here
             if DACC:
                 # k-blocks in pairs, the first into acc_blk and the second into acc_blk1: the first's promotion
                 # runs while the second's mmas do, the second's while the other warpgroup's do. No wgmma or wait
