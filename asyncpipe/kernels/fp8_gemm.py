@@ -49,7 +49,8 @@ SCALE_ITEM = 4
 
 def check_fp8_gemm(a_shape, a_dtype, sa_shape, sa_strides, sa_dtype, b_shape, b_dtype, sb_shape, sb_dtype,
                    d_shape, d_dtype, *, contiguous, addresses, stages, block_n, smem_limit, cluster=(1, 1),
-                   split_k=1, k_slices=1, tail_slices=1, epilogue="direct", epilogue_buffers=1, pingpong=False):
+                   split_k=1, k_slices=1, tail_slices=1, epilogue="direct", epilogue_buffers=1, pingpong=False,
+                   dacc=False):
     """Every rule of ``fp8_gemm``'s inputs, with no GPU: shapes as tuples, dtypes as names ("float8_e4m3fn",
     "bfloat16" for torch tensors), ``sa_strides`` in elements, ``contiguous`` a dict name -> bool for A, B, sb
     and D, ``addresses`` name -> device address. Returns ``(M, N, K, ld)`` (``ld``: sa's K-block stride)."""
@@ -135,6 +136,11 @@ def check_fp8_gemm(a_shape, a_dtype, sa_shape, sa_strides, sa_dtype, b_shape, b_
     check(not pingpong or split_k == 1, API,
           "pingpong (the consumer warpgroups take turns issuing their k-block's mmas) needs split_k 1: with split_k 2 "
           "they take alternate ring slots already", f"split_k = {split_k}")
+    check(isinstance(dacc, (bool, np.bool_)), API, "dacc must be True or False", repr(dacc))
+    check(not dacc or (split_k == 1 and block_n in FK.BLOCK_NS and block_n <= FK.DACC_MAX_BLOCK_N and not pingpong),
+          API, f"dacc (two block sums, k-blocks in pairs) needs split_k 1, block_n at most {FK.DACC_MAX_BLOCK_N} (three "
+          "sets of fp32 sums in registers) and pingpong off", f"split_k = {split_k}, block_n = {block_n}, "
+          f"pingpong = {pingpong}")
     bufs = epilogue_buffers if tma_epilogue else 0
     need = FK.block_shared_bytes(block_n, stages, split_k, bufs)
     reduce, staging = FK.reduce_bytes(block_n, split_k), FK.epilogue_bytes(bufs)
@@ -258,7 +264,7 @@ def walked_whole(tiles: int, slots: int, k_slices: int, tail_slices: int) -> int
 
 
 def fp8_gemm(a, sa, b, sb, out=None, *, stages=None, block_n=None, cluster=None, split_k=None, k_slices=None,
-             tail_slices=None, epilogue=None, epilogue_buffers=None, pingpong=None, stream=0):
+             tail_slices=None, epilogue=None, epilogue_buffers=None, pingpong=None, dacc=None, stream=0):
     """D = (A * sa) (B * sb)^T in bf16 (see the module doc); returns ``out``. ``block_n``: the tile's width, one of
     ``fp8_gemm_kernel.BLOCK_NS``, by default ``choose_block_n``'s. ``stages``: ring depth, by default the most
     that fit (``fp8_gemm_kernel.max_stages``: 6 at 128 wide on the H200, 9 at 64, 12 at 64 with split_k 2).
@@ -281,7 +287,8 @@ def fp8_gemm(a, sa, b, sb, out=None, *, stages=None, block_n=None, cluster=None,
     ``default_epilogue_buffers``' (where ``stages`` is given and they leave it no room: fewer, then, unless
     ``epilogue`` is given, the direct epilogue; ``fitting_epilogue``). ``pingpong``: the two consumer warpgroups take turns issuing each k-block's
     mmas (named barriers), so that one promotes while the other's mmas run (FlashAttention-3's scheduling); split_k
-    1 only; by default ``default_pingpong``'s."""
+    1 only; by default ``default_pingpong``'s. ``dacc``: two block sums, k-blocks in pairs, the first's promotion
+    while the second's mmas run (split_k 1, block_n <= 128, no pingpong); by default ``default_dacc``'s."""
     if out is None:
         aa, _ = _view("A", a)
         ba, _ = _view("B", b)
@@ -295,10 +302,10 @@ def fp8_gemm(a, sa, b, sb, out=None, *, stages=None, block_n=None, cluster=None,
             out = cuda.device_array((m, n), np.uint16, stream=stream or 0)
     key = (array_key(a), array_key(sa), array_key(b), array_key(sb), array_key(out),
            *option_key(stages, block_n, cluster, split_k, k_slices, tail_slices, epilogue, epilogue_buffers,
-                      pingpong),
+                      pingpong, dacc),
            id(stream) if stream else 0)
     run_plan(_plans, key, lambda: _plan(a, sa, b, sb, out, stages, block_n, cluster, split_k, k_slices, tail_slices,
-                                        epilogue, epilogue_buffers, pingpong, stream))
+                                        epilogue, epilogue_buffers, pingpong, dacc, stream))
     return out
 
 
@@ -306,9 +313,9 @@ _plans = PlanCache()
 
 
 @functools.lru_cache(maxsize=None)
-def _jit(block_n, stages, cluster, split_k=1, k_slices=1, epi_bufs=0, pingpong=False):
+def _jit(block_n, stages, cluster, split_k=1, k_slices=1, epi_bufs=0, pingpong=False, dacc=False):
     return jit(FK.make_kernel(block_n=block_n, stages=stages, cluster=cluster, ksplit=split_k, k_slices=k_slices,
-                              epi_bufs=epi_bufs, pingpong=pingpong), launch_bounds=FK.LAUNCH_BOUNDS)
+                              epi_bufs=epi_bufs, pingpong=pingpong, dacc=dacc), launch_bounds=FK.LAUNCH_BOUNDS)
 
 
 def slice_workspace(cta_tiles: int, block_n: int, k_slices: int, split_k: int) -> tuple:
@@ -319,7 +326,7 @@ def slice_workspace(cta_tiles: int, block_n: int, k_slices: int, split_k: int) -
 
 
 def _plan(a, sa, b, sb, out, stages, block_n, cluster, split_k, k_slices, tail_slices, epilogue, epilogue_buffers,
-          pingpong, stream):
+          pingpong, dacc, stream):
     """Every check, the tensor maps, the grid and the marshalled launch of one problem."""
     from ..host import device_info
     from ..host.launch import persistent_grid, prepare_launch, resident_blocks
@@ -350,6 +357,8 @@ def _plan(a, sa, b, sb, out, stages, block_n, cluster, split_k, k_slices, tail_s
         k_slices = choose_k_slices(aa.shape[0], ba.shape[0], aa.shape[1], block_n, tuple(cluster), info.sm_count)
     if pingpong is None:
         pingpong = default_pingpong(split_k)
+    if dacc is None:
+        dacc = default_dacc(block_n, split_k, epilogue, pingpong)
     arrays = {"A": aa, "B": ba, "sb": sba, "D": da}
     M, N, K, ld = check_fp8_gemm(
         tuple(aa.shape), at, tuple(saa.shape), _strides(saa), sat,
@@ -358,7 +367,7 @@ def _plan(a, sa, b, sb, out, stages, block_n, cluster, split_k, k_slices, tail_s
         addresses={"sa": _address(saa), **{k: _address(v) for k, v in arrays.items()}},
         stages=stages, block_n=block_n, smem_limit=info.max_shared_per_block_optin, cluster=cluster, split_k=split_k,
         k_slices=1 if k_slices is None else k_slices, tail_slices=1 if tail_slices is None else tail_slices,
-        epilogue=epilogue, epilogue_buffers=epilogue_buffers, pingpong=pingpong)
+        epilogue=epilogue, epilogue_buffers=epilogue_buffers, pingpong=pingpong, dacc=dacc)
     cm, cn = (int(v) for v in cluster)
     kb = k_blocks(K)
     # A's scales as TMA sees them: the K-block-major KB x M view (row pitch ld), one box = 128 rows' scales
@@ -374,7 +383,7 @@ def _plan(a, sa, b, sb, out, stages, block_n, cluster, split_k, k_slices, tail_s
     k_slices, tail_slices = int(k_slices or 1), int(tail_slices or 1)
     slices = max(k_slices, tail_slices)
     words = da.reshape(M * N).view(np.uint32)
-    kernel = _jit(block_n, int(stages), (cm, cn), split_k, slices, bufs, bool(pingpong))
+    kernel = _jit(block_n, int(stages), (cm, cn), split_k, slices, bufs, bool(pingpong), bool(dacc))
     launch = dict(cluster=cm * cn if cm * cn > 1 else None,
                   shared_mem=FK.shared_bytes(block_n, int(stages), split_k, bufs), stream=stream)
 
@@ -516,6 +525,14 @@ def default_pingpong(split_k) -> bool:
     7168, 0.97x at 512 x 7168 x 2048, 1.04x at 128 x 7168 x 2048: the warpgroups already fall out of step by
     themselves, and forcing the order costs more than it buys."""
     return False
+
+
+def default_dacc(block_n, split_k, epilogue, pingpong) -> bool:
+    """Whether k-blocks go in pairs into two block sums by default: where they may (split_k 1, block_n <= 128, no
+    pingpong) and with the direct epilogue only (with the TMA epilogue ptxas spilled at 128 wide and took the
+    descriptors out of uniform registers at 64). Not yet measured on a GPU: branch fp8-dacc."""
+    return (split_k == 1 and block_n in FK.BLOCK_NS and block_n <= FK.DACC_MAX_BLOCK_N and not pingpong
+            and epilogue == "direct")
 
 
 def default_split_k(m: int, block_n: int) -> int:

@@ -136,6 +136,7 @@ SMEM_ALIGN = W.SWIZZLE_ATOM_BYTES["128B"]   # 128B-swizzled tiles start on 1024-
 BARRIER_BYTES = 8
 MIN_STAGES, MAX_STAGES = 2, 12     # 12: 64-wide tiles with split_k 2 (17 KB stages)
 SB_CHUNK = 32                       # B's scales a warp holds at once: one per lane (and k-block)
+DACC_MAX_BLOCK_N = 128              # two block sums and the promoted sums: 3 x 64 fp32 registers a thread at 128
 FULL_MASK = 0xFFFFFFFF
 CLUSTERS = ((1, 1), (2, 1), (1, 2), (2, 2))  # (CM, CN): CTAs of a cluster along M (sharing B) and N (sharing A)
 KSPLITS = (1, 2)                    # 2: both consumer warpgroups take the same 64 rows, the k-blocks of the even
@@ -690,9 +691,9 @@ def kernel_constants(block_n=128, stages=6, cluster=(1, 1), llvm_loops=True, ksp
     assert 1 <= k_slices <= MAX_KSLICES, k_slices
     assert 0 <= epi_bufs <= epilogue_chunks(block_n), (epi_bufs, block_n)
     assert not (pingpong and ksplit == 2), "KSPLIT 2's warpgroups take turns by ring slot already"
-    if dacc is None:
-        dacc = ksplit == 1 and block_n <= SCALE_BLOCK and not pingpong and not epi_bufs   # (spills with it at 128)
-    assert not dacc or (ksplit == 1 and block_n <= SCALE_BLOCK and not pingpong), \
+    if dacc is None:      # the host's default (fp8_gemm.default_dacc): not with the TMA epilogue
+        dacc = ksplit == 1 and block_n <= DACC_MAX_BLOCK_N and not pingpong and not epi_bufs
+    assert not dacc or (ksplit == 1 and block_n <= DACC_MAX_BLOCK_N and not pingpong), \
         "DACC: KSPLIT 1, at most 128 wide (three sums of registers), no pingpong"
     cm, cn = cluster
     mma = getattr(ptx, f"wgmma_mma_async_sync_aligned_m64n{block_n}k32_f32_e4m3_e4m3_ss")
@@ -727,5 +728,5 @@ def kernel_argtypes():
             types.int32[::1], types.int32, types.int32, types.int32, types.int32, types.int32, types.int32)
 
 
-__all__ = ["BM", "BK", "BLOCK_NS", "CLUSTERS", "THREADS", "LAUNCH_BOUNDS", "make_kernel", "kernel_argtypes", "kernel_constants",
+__all__ = ["BM", "BK", "BLOCK_NS", "DACC_MAX_BLOCK_N", "CLUSTERS", "THREADS", "LAUNCH_BOUNDS", "make_kernel", "kernel_argtypes", "kernel_constants",
            "a_rows", "a_bytes", "stage_bytes", "stage_tx", "shared_bytes", "epilogue_bytes", "epilogue_chunks", "EPILOGUES", "block_shared_bytes", "max_stages", "holders", "workspace_words"]

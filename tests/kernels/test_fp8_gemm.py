@@ -140,11 +140,30 @@ _SPLIT_RULE = ("split_k must be one of (1, 2) (2: both consumer warpgroups on th
      "split_k 2 they take alternate ring slots already, got split_k = 2"),
     (dict(a=(64, 512), sa=(64, 4), sas=(1, 64), d=(64, 384), split_k=2, block_n=192, stages=2),
      "fp8_gemm: split_k 2 needs block_n at most 128 (at 192 its reduction makes ptxas spill), got block_n = 192"),
+    (dict(dacc=1), "fp8_gemm: dacc must be True or False, got 1"),
+    (dict(dacc=True, block_n=192, stages=4),
+     "fp8_gemm: dacc (two block sums, k-blocks in pairs) needs split_k 1, block_n at most 128 (three sets of fp32 "
+     "sums in registers) and pingpong off, got split_k = 1, block_n = 192, pingpong = False"),
+    (dict(a=(64, 512), sa=(64, 4), sas=(1, 64), d=(64, 384), split_k=2, stages=4, dacc=True),
+     "fp8_gemm: dacc (two block sums, k-blocks in pairs) needs split_k 1, block_n at most 128 (three sets of fp32 "
+     "sums in registers) and pingpong off, got split_k = 2, block_n = 128, pingpong = False"),
+    (dict(dacc=True, pingpong=True),
+     "fp8_gemm: dacc (two block sums, k-blocks in pairs) needs split_k 1, block_n at most 128 (three sets of fp32 "
+     "sums in registers) and pingpong off, got split_k = 1, block_n = 128, pingpong = True"),
 ])
 def test_check_messages(kwargs, message):
     with pytest.raises(AsyncpipeError) as e:
         check(**kwargs)
     assert str(e.value) == message
+
+
+def test_dacc_default():
+    """Two block sums by default where they may be and with the direct epilogue only."""
+    assert G.default_dacc(128, 1, "direct", False) and G.default_dacc(64, 1, "direct", False)
+    assert not G.default_dacc(128, 1, "tma", False) and not G.default_dacc(192, 1, "direct", False)
+    assert not G.default_dacc(64, 2, "direct", False) and not G.default_dacc(128, 1, "direct", True)
+    # the kernel's own default (compile_time's and the offline tests' configurations) agrees: no TMA epilogue there
+    assert FK.kernel_constants(block_n=128)["DACC"] and not FK.kernel_constants(block_n=128, epi_bufs=1)["DACC"]
 
 
 def test_old_gpu_is_refused_by_name():
@@ -655,6 +674,21 @@ def test_fp8_gemm_tail_slices_gpu(m, n, k, options, rng):
     """tail_slices: the tiles of the full rounds walked whole, the last round's in K slices that the last to count
     adds; three launches of one plan on a poisoned D, the same bits each time."""
     three_launches_agree(m, n, k, options, rng)
+
+
+@pytest.mark.gpu
+@pytest.mark.hopper
+@pytest.mark.parametrize("m, n, k, options", [
+    (300, 520, 1552, dict(block_n=128, epilogue="direct")),                 # 13 k-blocks: 6 pairs and the odd one
+    (300, 520, 1552, dict(block_n=64, epilogue="tma", stages=2)),           # the TMA epilogue; two stages
+    (2048, 2304, 1024, dict(block_n=128, cluster=(2, 1), epilogue="tma")),  # persistent, in clusters
+    (2048, 2304, 1024, dict(block_n=128, cluster=(2, 2), epilogue="direct")),
+    (300, 1040, 8336, dict(block_n=128, cluster=(2, 1), k_slices=5, epilogue="direct")),   # slices of 13 and 14
+], ids=lambda v: "x".join(map(str, v)) if isinstance(v, tuple) else None)
+def test_fp8_gemm_dacc_gpu(m, n, k, options, rng):
+    """dacc=True (two block sums, k-blocks in pairs): three launches of one plan on a poisoned D, the same bits each
+    time, within the bound; with either epilogue (the default takes it with the direct one only)."""
+    three_launches_agree(m, n, k, dict(options, dacc=True), rng)
 
 
 @pytest.mark.gpu
