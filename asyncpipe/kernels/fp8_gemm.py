@@ -472,7 +472,7 @@ BENCH_SHAPES = ((4096, 4096, 4096), (8192, 8192, 8192),
 H200_SMS, H200_SMEM_OPTIN = 132, 232448      # the H200's SMs and opt-in shared memory per block (bytes)
 
 
-TMA_EPILOGUE_MAX_BLOCK_N = 128     # past it (192 wide) the TMA epilogue makes ptxas spill a few words (40 bytes of stack)
+TMA_EPILOGUE_MAX_BLOCK_N = 128     # past it (192 wide) the TMA epilogue paid less (measured while it spilled 40 bytes)
 TMA_EPILOGUE_WIDE_MAX_K = 2048     # ... and pays only where the tiles are short (K <= 2048: 16 k-blocks or fewer)
 
 
