@@ -288,7 +288,8 @@ def fp8_gemm(a, sa, b, sb, out=None, *, stages=None, block_n=None, cluster=None,
     ``epilogue`` is given, the direct epilogue; ``fitting_epilogue``). ``pingpong``: the two consumer warpgroups take turns issuing each k-block's
     mmas (named barriers), so that one promotes while the other's mmas run (FlashAttention-3's scheduling); split_k
     1 only; by default ``default_pingpong``'s. ``dacc``: two block sums, k-blocks in pairs, the first's promotion
-    while the second's mmas run (split_k 1, block_n <= 128, no pingpong); by default ``default_dacc``'s."""
+    while the second's mmas run (split_k 1, block_n <= 128, no pingpong); by default ``default_dacc``'s: wherever it
+    may."""
     if out is None:
         aa, _ = _view("A", a)
         ba, _ = _view("B", b)
@@ -481,7 +482,7 @@ BENCH_SHAPES = ((4096, 4096, 4096), (8192, 8192, 8192),
 H200_SMS, H200_SMEM_OPTIN = 132, 232448      # the H200's SMs and opt-in shared memory per block (bytes)
 
 
-TMA_EPILOGUE_MAX_BLOCK_N = 128     # past it (192 wide) the TMA epilogue makes ptxas spill a few words (40 bytes of stack)
+TMA_EPILOGUE_MAX_BLOCK_N = 128     # past it (192 wide) the TMA epilogue paid less (measured while it spilled 40 bytes)
 TMA_EPILOGUE_WIDE_MAX_K = 2048     # ... and pays only where the tiles are short (K <= 2048: 16 k-blocks or fewer)
 
 
@@ -528,11 +529,9 @@ def default_pingpong(split_k) -> bool:
 
 
 def default_dacc(block_n, split_k, epilogue, pingpong) -> bool:
-    """Whether k-blocks go in pairs into two block sums by default: where they may (split_k 1, block_n <= 128, no
-    pingpong) and with the direct epilogue only (with the TMA epilogue ptxas spilled at 128 wide and took the
-    descriptors out of uniform registers at 64). Not yet measured on a GPU: branch fp8-dacc."""
-    return (split_k == 1 and block_n in FK.BLOCK_NS and block_n <= FK.DACC_MAX_BLOCK_N and not pingpong
-            and epilogue == "direct")
+    """Whether k-blocks go in pairs into two block sums by default: wherever they may (split_k 1, block_n <= 128, no
+    pingpong), with either epilogue. Not yet measured on a GPU: branch fp8-dacc."""
+    return split_k == 1 and block_n in FK.BLOCK_NS and block_n <= FK.DACC_MAX_BLOCK_N and not pingpong
 
 
 def default_split_k(m: int, block_n: int) -> int:

@@ -36,11 +36,10 @@ stages gives each warpgroup one slot, and waiting for its next k-block there wou
 
 **Two block sums (DACC).** With one block sum a warpgroup's tensor-core work stops at every k-block: its mmas,
 their wait, the promotion, then the next mmas; only the other warpgroup's mmas fill the gap. At <= 128 wide with
-KSPLIT 1 and the direct epilogue, a third set of registers is free (3 x 64 fp32 accumulators), so k-blocks go in
+KSPLIT 1, a third set of registers is free (3 x 64 fp32 accumulators), so k-blocks go in
 pairs: the first into ``acc_blk``, the second into ``acc_blk1``; wait_group 1 and the first's promotion while the
 second's mmas run, then wait_group 0 and the second's. No wgmma or wait sits under a branch inside the loop (ptxas
-then serialises every wgmma of the kernel, C7514): an odd unit's last k-block follows the loop. Not with the TMA
-epilogue: ptxas then spilled at 128 wide and moved the descriptors out of uniform registers at 64.
+then serialises every wgmma of the kernel, C7514): an odd unit's last k-block follows the loop.
 
 **Why promote every 128 of K.** The tensor core's FP8 accumulation keeps fewer bits than fp32 (about 13-14
 measured by DeepSeek); summed over all of K the error would grow with K. Each k-block's sum covers 128
@@ -108,7 +107,7 @@ from numba import cuda, float32, int32, int64, uint8, uint16, uint32, uint64
 from .. import ptx
 from ..constants import BULK_SMEM_ALIGN_TENSOR
 from ..pipeline import (advance, consumer_release, consumer_wait, pipeline_init, pipeline_state, producer_acquire,
-                        producer_commit, tail_coords, warpgroup_index)
+                        producer_commit, tail_coords, warp_index, warpgroup_index)
 from ..ptx import wgmma as W
 from .unroll import kernel_part, splice, unroll, unrolled
 
@@ -360,6 +359,7 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_d, sb, d, ws, counters, M, N, K, t
         row_t = row_wg + 16 * (t // 32) + (t % 32) // 4   # the thread's rows row_t and row_t + 8 (d_row_col)
         lane = int32(tid % 32)
         lane0 = lane == 0
+        warp_rows = 16 * (warp_index() - 4 * wg)    # the warp's 16 rows of its warpgroup's 64 (d_row_col), warp-uniform
         parity = uint32(wg - 1)                      # KSPLIT 2: the parity of this warpgroup's ring slots
         # lane i < PEERS hands a slot back in peer i of the CTAs that write into this one: the CM CTAs of its cluster
         # column (they multicast B to it, itself included), then the other CN - 1 of its row (A), all at once
@@ -521,8 +521,7 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_d, sb, d, ws, counters, M, N, K, t
                     st = advance(st, STAGES)
                     if POLL:                             # the next k-block's data, polled while the mmas run: from the
                         # promotion to the next mmas then only what must be (cuBLAS's order; KSPLIT 1 only, where the next
-                        # slot in the ring is this warpgroup's next; not at 192 wide with the TMA epilogue, where the flag's
-                        # register made ptxas spill in the k-loop)
+                        # slot in the ring is this warpgroup's next)
                         ready = ptx.mbarrier_test_wait_parity(ptx.addr(full, st.stage), st.phase) != 0
                     if LATE_RELEASE:
                         ptx.wgmma_wait_group_sync_aligned(0)   # this k-block's mmas are done
@@ -615,7 +614,10 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_d, sb, d, ws, counters, M, N, K, t
                 # 192 wide.)
                 g = lane // 4
                 q = lane % 4
-                r16 = 16 * (t // 32)                     # the warp's rows r16 + g and r16 + g + 8 of the 64
+                r16 = warp_rows                          # the warp's rows r16 + g and r16 + g + 8 of the 64: the
+                # test below on a warp-uniform value (warp_index): on t // 32 it made ptxas take the whole persistent
+                # loop as divergent, the k-loop's descriptors out of uniform registers (16 R2UR a k-block, a spill at
+                # 192 wide)
                 staged = (pad + STAGES * STAGE_BYTES + REDUCE_BYTES + (wg - 1) * EPI_BUFS * EPI_BUF_BYTES) // WORD_BYTES
                 if m0 + row_wg + r16 < M:
                     for rnd in unroll(EPI_ROUNDS):
@@ -691,8 +693,8 @@ def kernel_constants(block_n=128, stages=6, cluster=(1, 1), llvm_loops=True, ksp
     assert 1 <= k_slices <= MAX_KSLICES, k_slices
     assert 0 <= epi_bufs <= epilogue_chunks(block_n), (epi_bufs, block_n)
     assert not (pingpong and ksplit == 2), "KSPLIT 2's warpgroups take turns by ring slot already"
-    if dacc is None:      # the host's default (fp8_gemm.default_dacc): not with the TMA epilogue
-        dacc = ksplit == 1 and block_n <= DACC_MAX_BLOCK_N and not pingpong and not epi_bufs
+    if dacc is None:      # the host's default (fp8_gemm.default_dacc)
+        dacc = ksplit == 1 and block_n <= DACC_MAX_BLOCK_N and not pingpong
     assert not dacc or (ksplit == 1 and block_n <= DACC_MAX_BLOCK_N and not pingpong), \
         "DACC: KSPLIT 1, at most 128 wide (three sums of registers), no pingpong"
     cm, cn = cluster
@@ -708,7 +710,7 @@ def kernel_constants(block_n=128, stages=6, cluster=(1, 1), llvm_loops=True, ksp
                 EPI_BUFS=max(1, epi_bufs), EPI_CHUNKS=epilogue_chunks(block_n),
                 EPI_ROUNDS=-(-epilogue_chunks(block_n) // max(1, epi_bufs)), REDUCE_BYTES=reduce_bytes(block_n, ksplit),
                 PINGPONG=int(bool(pingpong)), LATE_RELEASE=int(stages // ksplit >= 2),
-                POLL=int(ksplit == 1 and not (epi_bufs and block_n > SCALE_BLOCK)), DACC=int(bool(dacc)))
+                POLL=int(ksplit == 1), DACC=int(bool(dacc)))
 
 
 def make_kernel(**config):

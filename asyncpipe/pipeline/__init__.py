@@ -21,14 +21,14 @@ loop (``cp_async_ring``, see ``cp_async_ring.py``). Kernel-side only: every func
     acc = cp_async_ring(num_tiles, STAGES, load_tile, compute_tile, acc, (smem, x))
 
     from asyncpipe.pipeline import unit_coords    # a persistent CTA's next tile (and K slice), see schedule.py
-    from asyncpipe.pipeline import warpgroup_index   # the warpgroup, warp-uniform to ptxas (roles.py)
+    from asyncpipe.pipeline import warpgroup_index, warp_index   # warp-uniform to ptxas (roles.py)
 """
 
 from .cp_async_ring import MAX_STAGES as CP_ASYNC_RING_MAX_STAGES
 from .cp_async_ring import MIN_STAGES as CP_ASYNC_RING_MIN_STAGES
 from .cp_async_ring import (CpAsyncRingState, cp_async_ring, cp_async_ring_advance, cp_async_ring_issue,
                             cp_async_ring_prologue, cp_async_ring_wait)
-from .roles import warpgroup_index
+from .roles import warp_index, warpgroup_index
 from .ring import consumer_release, consumer_wait, pipeline_init, producer_acquire, producer_commit
 from .schedule import tail_coords, unit_coords
 from .state import PipelineState, advance, pipeline_state
@@ -38,4 +38,4 @@ from .state import PipelineState, advance, pipeline_state
 __all__ = ["CP_ASYNC_RING_MAX_STAGES", "CP_ASYNC_RING_MIN_STAGES", "CpAsyncRingState", "PipelineState", "advance",
            "consumer_release", "consumer_wait", "cp_async_ring", "cp_async_ring_advance", "cp_async_ring_issue",
            "cp_async_ring_prologue", "cp_async_ring_wait", "pipeline_init", "pipeline_state", "producer_acquire",
-           "producer_commit", "tail_coords", "unit_coords", "warpgroup_index"]
+           "producer_commit", "tail_coords", "unit_coords", "warp_index", "warpgroup_index"]

@@ -140,10 +140,10 @@ def broken(monkeypatch, tmp_path):
     (70, 136, 512, dict(block_n=64)),               # 4: two pairs; both warpgroups hold rows
     (130, 128, 640, dict(cluster=(2, 1))),          # 5 in 2 x 1 clusters: every slot released across the cluster
     (70, 136, 896, dict(block_n=64, k_slices=3)),   # slices of 2, 2 and 3 k-blocks (odd and even units)
-    (130, 128, 640, dict(epilogue="tma", dacc=True)),   # asked for with the TMA epilogue (not the default there)
+    (130, 128, 640, dict(epilogue="tma", dacc=True)),   # with the TMA epilogue
 ])
 def test_dacc_pairs_of_k_blocks(m, n, k, options, rng):
-    """DACC (two block sums, k-blocks in pairs; by default with the direct epilogue at <= 128 wide): the pairs and an
+    """DACC (two block sums, k-blocks in pairs; by default at <= 128 wide with split_k 1): the pairs and an
     odd unit's last k-block, through two stages, one SM walking every tile (the pairs' phases carried from tile to
     tile)."""
     with sim.settings(sms=1, seed=7, switch=0.3):
