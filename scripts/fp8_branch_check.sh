@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# One GPU call for a change to the FP8 GEMM's kernel: its A/B against other kernel files first (scripts/fp8_swap_ab.sh:
-# VARIANTS="name=file ...", e.g. main's kernel: `git show main:asyncpipe/kernels/fp8_gemm_kernel.py > .before/fk_main.py`,
-# carry .before), then the FP8 GPU tests in debug mode (bounded waits) beside compute-sanitizer's three tools on a few
-# of them, with what time is left; a short table last.
-#   run(command="COMMIT=<sha> VARIANTS=main=.before/fk_main.py bash scripts/fp8_branch_check.sh", carry=[".whl", ".before"])
+# One GPU call for a change to the FP8 GEMM's kernel: its A/B against other versions first (scripts/fp8_swap_ab.sh:
+# VARIANTS="name=path ...", e.g. main's kernel and host: `mkdir -p .before/main; for f in fp8_gemm.py
+# fp8_gemm_kernel.py; do git show main:asyncpipe/kernels/$f > .before/main/$f; done`, carry .before), then the FP8
+# GPU tests in debug mode (bounded waits) beside compute-sanitizer's three tools on a few of them, with what time is
+# left; a short table last.
+#   run(command="COMMIT=<sha> VARIANTS=main=.before/main bash scripts/fp8_branch_check.sh", carry=[".whl", ".before"])
 # Environment: SHAPES, FORMS, ROUNDS, LIMIT (seconds per variant; see fp8_swap_ab.sh), TESTS (default the FP8 GEMM's
 # GPU tests), TESTS_K (a -k expression for them), SAN_K (the sanitized tests' -k; default three configurations), BUDGET
 # (seconds for the whole call, default 560: the tests get what the A/B leaves).
