@@ -61,6 +61,18 @@ def load_broken_page(page: Path, tmp_path: Path, right: str, wrong: str):
     return load_source(source.replace(right, wrong), tmp_path / f"guide_{page.stem}_broken.py")
 
 
+def mistake_is_caught(page: Path, tmp_path: Path, right: str, wrong: str, errors: str, also: tuple = ()):
+    """In the simulator run: the page with ``right`` replaced by ``wrong`` makes ``check`` raise one of the simulator
+    errors named in ``errors`` (space-separated), or of ``also``."""
+    from asyncpipe import sim
+
+    if not SIMULATING:
+        pytest.skip("the simulator run (NUMBA_ENABLE_CUDASIM=1) finds the mistakes")
+    module = load_broken_page(page, tmp_path, right, wrong)
+    with pytest.raises(tuple(getattr(sim, e) for e in errors.split()) + tuple(also)):
+        module.check(SIM_N)
+
+
 def page_check(page: Path, tmp_path: Path):
     module = load_page(page, tmp_path)
     check = getattr(module, "check", None)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.guide.test_guide import GUIDE, load_broken_page, load_page
+from tests.guide.test_guide import GUIDE, load_page, mistake_is_caught
 
 PAGE = GUIDE / "02_tma.md"
 
@@ -123,13 +123,4 @@ ALSO_WRONG_DATA = {"no block barrier before the store"}
 @pytest.mark.simulator_too
 @pytest.mark.parametrize("mistake", MISTAKES)
 def test_each_fence_barrier_and_wait_is_needed(mistake, tmp_path):
-    from asyncpipe import sim
-    from tests.conftest import SIMULATING
-
-    if not SIMULATING:
-        pytest.skip("the simulator run (NUMBA_ENABLE_CUDASIM=1) finds the mistakes")
-    right, wrong, error = MISTAKES[mistake]
-    module = load_broken_page(PAGE, tmp_path, right, wrong)
-    expected = (getattr(sim, error), AssertionError) if mistake in ALSO_WRONG_DATA else getattr(sim, error)
-    with pytest.raises(expected):
-        module.check(2048)
+    mistake_is_caught(PAGE, tmp_path, *MISTAKES[mistake], also=(AssertionError,) if mistake in ALSO_WRONG_DATA else ())

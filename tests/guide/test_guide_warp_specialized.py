@@ -10,7 +10,7 @@ import re
 import numpy as np
 import pytest
 
-from tests.guide.test_guide import GUIDE, load_broken_page, load_page, load_source, python_blocks
+from tests.guide.test_guide import GUIDE, load_page, load_source, mistake_is_caught, python_blocks
 
 PAGE = GUIDE / "03_warp_specialized.md"
 
@@ -104,15 +104,7 @@ MISTAKES = {
 @pytest.mark.simulator_too
 @pytest.mark.parametrize("mistake", MISTAKES)
 def test_each_barrier_and_wait_is_needed(mistake, tmp_path):
-    from asyncpipe import sim
-    from tests.conftest import SIMULATING
-
-    if not SIMULATING:
-        pytest.skip("the simulator run (NUMBA_ENABLE_CUDASIM=1) finds the mistakes")
-    right, wrong, errors = MISTAKES[mistake]
-    module = load_broken_page(PAGE, tmp_path, right, wrong)
-    with pytest.raises(tuple(getattr(sim, e) for e in errors.split())):
-        module.check(2048)
+    mistake_is_caught(PAGE, tmp_path, *MISTAKES[mistake])
 
 
 @pytest.mark.simulator_too
