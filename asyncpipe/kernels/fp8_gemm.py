@@ -183,9 +183,11 @@ def _address(a) -> int:
     return a.__cuda_array_interface__["data"][0] if hasattr(a, "__cuda_array_interface__") else 0
 
 
-# A tile's speed relative to the 192-wide one's when every SM is busy, measured on the H200 at 4096 x 24576 x 1536
-# (every width fills the SMs there; bench/h200_fp8_sweep.json, 2026-12-03: 588, 734 and 867 TFLOPS)
-TILE_SPEED = {64: 0.68, 128: 0.85, 192: 1.0}
+# A tile's speed relative to the 192-wide one's when every SM is busy, measured on an H100 at 4096 x 24576 x 1536 (every
+# width fills the SMs there) with the TMA epilogue, in 1 x 1 clusters, 128 wide in pairs of k-blocks (dacc):
+# 702, 1,160 and 1,193 TFLOPS over wave efficiencies 0.99, 0.99, 0.97 (bench/h100_fp8_width_cluster_sweep_a80e8d1.json,
+# 2026-12-07). On the H200 on 2026-12-03, before dacc and the uniform k-loop: 0.68 and 0.85.
+TILE_SPEED = {64: 0.58, 128: 0.95, 192: 1.0}
 
 
 def wave_efficiency(m: int, n: int, block_n: int, sm_count: int) -> float:
@@ -196,27 +198,29 @@ def wave_efficiency(m: int, n: int, block_n: int, sm_count: int) -> float:
 
 
 def choose_block_n(m: int, n: int, sm_count: int) -> int:
-    """The tile width ``fp8_gemm`` takes by default: the one whose tiles keep the SMs busiest, weighed by how fast a
-    tile of that width runs (``TILE_SPEED``): 192 where its tiles fill whole waves (large M, and 24576 columns =
-    128 tiles at small M), 128 where 192 would leave a wave half empty (512 x 7168), 64 where even 128-wide tiles
-    are too few (small M, N 2112 or 7168). With ``choose_cluster`` it picks the fastest (width, cluster) of the H200's
-    sweep at 12 of issue 20's 14 shapes, and one within 13 % at the other two (64 and 128 x 7168 x 2048; two sweeps of the
-    same configurations differed by up to 10 %)."""
+    """The tile width ``fp8_gemm`` takes by default. M one tile deep (M <= 128): the narrowest, 64. There the GEMM
+    streams B, and the most CTAs keep the most of it in flight: 64 wide ran fastest at 64 and 128 x 7168 x 2048,
+    128 x 2112 x 7168 and 64 and 128 x 24576 x 1536 (by 2-4 % at 24576 columns, 1.3-1.6x at 7168). Deeper M: the
+    width whose tiles keep the SMs busiest (``wave_efficiency``), weighed by how fast a tile of that width runs
+    (``TILE_SPEED``): 192 where its tiles fill whole waves (8192^3, 4096 x 2112 x 7168, 4096 x 24576 x 1536), 128
+    where 192 would leave the last wave part empty (4096^3: 5.3 waves of 192-wide tiles; 4096 x 7168 x 2048;
+    512 x 7168 x 2048), 64 where even 128-wide tiles are too few (512 x 2112 x 7168: 4 x 33 tiles, one whole wave).
+    Against the H100 sweep of 2026-12-07 (``bench/h100_fp8_width_cluster_sweep_a80e8d1.json``) it picks the fastest
+    width at every shape measured but 512 x 24576 x 1536 (192; 128 ran 5 % faster there)."""
+    if m <= FK.BM:
+        return min(FK.BLOCK_NS)
     return max(FK.BLOCK_NS, key=lambda bn: TILE_SPEED[bn] * wave_efficiency(m, n, bn, sm_count))
 
 
 def choose_cluster(m: int, n: int, block_n: int, sm_count: int) -> tuple:
-    """The cluster ``fp8_gemm`` takes by default, from the same sweep: with M one 128-row tile deep and tiles of
-    128 or more, the CTAs of adjacent N tiles share A ((1, 2): +9 % at 64 x 24576 x 1536 with 192-wide tiles);
-    with 128-wide tiles over several M tiles two CTAs share B ((2, 1): up to +5 %); otherwise none (192-wide tiles
-    at large M ran 2-5 % slower in clusters, and a 2 x 1 cluster at M <= 128 is a CTA with nothing to do). 2 x 2
-    clusters are never chosen: they ran at 0.3-0.6x when the grid was 33 clusters of 4 and only 30 fit at once (a
-    second wave; the grid is now ``persistent_grid``'s), and at 0.72-1.02x the 1 x 1 cluster's speed since (0.87-0.96x
-    at 4096^3 and 8192^3; H100, 2026-12-06, ``bench/h100_fp8_sweep_cecde71.jsonl``, where (2, 1) and (1, 2) too ran
-    below (1, 1) at M >= 512 but for 128-wide tiles at 4096 x 2112 x 7168)."""
-    if block_n >= 128 and m <= FK.BM:
-        return (1, 2)
-    return (2, 1) if block_n == 128 else (1, 1)
+    """The cluster ``fp8_gemm`` takes by default: none, (1, 1). On an H100 on 2026-12-07, with the k-loop in uniform
+    registers and the TMA epilogue, 1 x 1 ran at least as fast as (2, 1) and (1, 2) at every shape and width measured
+    (``bench/h100_fp8_width_cluster_sweep_a80e8d1.json``): equal at 4096^3, 4096 x 2112 x 7168 and 4096 x 24576 x
+    1536 (128 wide, (2, 1)), 1.11x at 512 x 7168 x 2048 (128 wide, (2, 1)), 1.00-1.24x against (1, 2) at M = 64 to
+    512 (64, 128 and 192 wide). Multicast saves L2 reads the kernel is no longer short of; the cluster's shared ring
+    ties a CTA to its slowest peer. (The H200's sweep of 2026-12-03, with the older kernel, had (1, 2) up to 9 %
+    and (2, 1) up to 5 % ahead; 2 x 2 never.) ``cluster=`` still takes any of (1, 1), (2, 1), (1, 2), (2, 2)."""
+    return (1, 1)
 
 
 MIN_SLICE_K_BLOCKS = 4      # k_slices' default gives each slice at least this many k-blocks (the ring's fill and the
@@ -345,7 +349,7 @@ def _plan(a, sa, b, sb, out, stages, block_n, cluster, split_k, k_slices, tail_s
         split_k = default_split_k(aa.shape[0], block_n)
     epilogue_given = epilogue is not None
     if epilogue is None:
-        epilogue = default_epilogue(block_n, _address(da), aa.shape[1] if len(aa.shape) == 2 else 0)
+        epilogue = default_epilogue(block_n, _address(da))
     if epilogue_buffers is None and block_n in FK.BLOCK_NS:
         epilogue_buffers = default_epilogue_buffers(block_n)
         if isinstance(stages, (int, np.integer)) and split_k in FK.KSPLITS:   # the defaults yield to given stages
@@ -482,19 +486,19 @@ BENCH_SHAPES = ((4096, 4096, 4096), (8192, 8192, 8192),
 H200_SMS, H200_SMEM_OPTIN = 132, 232448      # the H200's SMs and opt-in shared memory per block (bytes)
 
 
-TMA_EPILOGUE_MAX_BLOCK_N = 128     # past it (192 wide) the TMA epilogue paid less (measured while it spilled 40 bytes)
-TMA_EPILOGUE_WIDE_MAX_K = 2048     # ... and pays only where the tiles are short (K <= 2048: 16 k-blocks or fewer)
+TMA_EPILOGUE_MAX_BLOCK_N = 128     # up to it one staging buffer per consumer warpgroup; at 192 one per chunk
 
 
-def default_epilogue(block_n, d_address: int, k: int) -> str:
-    """"tma" where D is 16-byte aligned and either the tile is at most 128 wide or K at most 2048, else "direct".
-    Measured on an H100 (2026-12-06, ``bench/h100_fp8_epilogue_sweep_d4b83b8.json``, the per-warp form): the TMA
-    epilogue ran 1.16-1.18x the direct one at 512 x 7168 x 2048 (128 wide), 1.00x at 64 x 7168 x 2048 (one tile per
-    CTA: nothing to overlap); at 192 wide, where it spills, 1.05-1.08x at 4096 x 7168 x 2048 and 4096 x 24576 x 1536,
-    0.94-0.95x at 4096^3 (and 0.83-0.95x at K >= 4096 in the chunk-barrier form's sweep)."""
+def default_epilogue(block_n, d_address: int) -> str:
+    """"tma" where D is 16-byte aligned, else "direct". Measured on an H100 (2026-12-07, 17a303e,
+    ``bench/h100_fp8_ab_epilogue_nsplit_17a303e.json``) at 192 wide: 1.11x the direct epilogue at 4096^3 and at 4096 x
+    2112 x 7168, 1.02-1.09x at 8192^3, 1.00x at 4096 x 7168 x 2048 and 4096 x 24576 x 1536. Until ``pipeline.
+    warp_index`` (2026-12-07) the epilogue's per-warp test made ptxas take the persistent loop as divergent (the
+    k-loop's descriptors out of uniform registers, and a 40-byte spill at 192 wide), and it paid at 192 wide only
+    where K <= 2048 (``bench/h100_fp8_epilogue_sweep_d4b83b8.json``)."""
     if d_address % TMA_ALIGN or block_n not in FK.BLOCK_NS:
         return "direct"
-    return "tma" if block_n <= TMA_EPILOGUE_MAX_BLOCK_N or k <= TMA_EPILOGUE_WIDE_MAX_K else "direct"
+    return "tma"
 
 
 def default_epilogue_buffers(block_n: int) -> int:
@@ -530,7 +534,8 @@ def default_pingpong(split_k) -> bool:
 
 def default_dacc(block_n, split_k, epilogue, pingpong) -> bool:
     """Whether k-blocks go in pairs into two block sums by default: wherever they may (split_k 1, block_n <= 128, no
-    pingpong), with either epilogue. Not yet measured on a GPU: branch fp8-dacc."""
+    pingpong), with either epilogue. Measured on an H100 (2026-12-07, ``bench/h100_fp8_ab_branches_17a303e.json``,
+    against the kernel before it): 1.09x at 128 x 7168 x 2048 (64 wide), 1.02x at 4096^3 (128 wide, 2 x 1)."""
     return split_k == 1 and block_n in FK.BLOCK_NS and block_n <= FK.DACC_MAX_BLOCK_N and not pingpong
 
 
@@ -549,7 +554,7 @@ def bench_configs(sm_count: int = H200_SMS, smem_optin: int = H200_SMEM_OPTIN) -
         bn = choose_block_n(m, n, sm_count)
         cluster = choose_cluster(m, n, bn, sm_count)
         split = default_split_k(m, bn)
-        bufs = default_epilogue_buffers(bn) if default_epilogue(bn, 0, k) == "tma" else 0
+        bufs = default_epilogue_buffers(bn) if default_epilogue(bn, 0) == "tma" else 0
         out.add((bn, FK.max_stages(bn, smem_optin, split, bufs), cluster, split,
                  choose_k_slices(m, n, k, bn, cluster, sm_count), bufs))
     return sorted(out)
@@ -578,7 +583,7 @@ def benchmark(m: int, n: int, k: int, *, stages=None, block_n=None, cluster=None
     ms = time_ms(run, reps=reps)
     used = stages if stages is not None else "auto"
     cm, cn = cluster
-    epi = default_epilogue(bn, _address(d), k)
+    epi = default_epilogue(bn, _address(d))
     record = {"kernel": f"fp8_gemm_e4m3_blockscaled_bn{bn}_s{used}_c{cm}x{cn}" + (f"_k{slices}" if slices > 1 else "") +
               (f"_t{tail}" if tail > 1 else "") + ("_tma" if epi == "tma" else ""),
               "shape": [m, n, k], "ms": ms,

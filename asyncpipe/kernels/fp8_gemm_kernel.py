@@ -87,7 +87,7 @@ overhangs) still loads and multicasts its share (TMA zero-fills it) and stores n
 consumer warpgroups stall on the stores for about a fifth of a 16-k-block tile (on an H100 the kernel without them
 ran 1.25x at 4096 x 7168 x 2048, ``bench/h100_fp8_diag_noepi_1bce508.json``). With EPI_TMA each warp writes its 16 x 64
 chunks into EPI_BUFS swizzled staging buffers past the ring and its lane 0 stores them by TMA (``fp8_gemm.
-default_epilogue`` says where that is the default and why not everywhere: at 192 wide ptxas spills 40 bytes).
+default_epilogue`` says where that is the default).
 
 **Edges.** Any M >= 1, N a multiple of 8, K a multiple of 16 (``fp8_gemm`` checks them). TMA zero-fills
 what lies past the tensor: A's and sa's rows past M, B's rows past N, A's and B's columns past K (a zero
