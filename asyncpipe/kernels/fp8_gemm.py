@@ -215,9 +215,9 @@ def choose_block_n(m: int, n: int, sm_count: int) -> int:
 def choose_cluster(m: int, n: int, block_n: int, sm_count: int) -> tuple:
     """The cluster ``fp8_gemm`` takes by default: none, (1, 1). On an H100 on 2026-12-07, with the k-loop in uniform
     registers and the TMA epilogue, 1 x 1 ran at least as fast as (2, 1) and (1, 2) at every shape and width measured
-    (``bench/h100_fp8_width_cluster_sweep_a80e8d1.json``): equal at 4096^3, 4096 x 2112 x 7168 and 4096 x 24576 x
-    1536 (128 wide, (2, 1)), 1.11x at 512 x 7168 x 2048 (128 wide, (2, 1)), 1.00-1.24x against (1, 2) at M = 64 to
-    512 (64, 128 and 192 wide). Multicast saves L2 reads the kernel is no longer short of; the cluster's shared ring
+    (``bench/h100_fp8_width_cluster_sweep_a80e8d1.json``; (2, 1) at M = 4096 in ``bench/h100_fp8_ab_epilogue_nsplit_
+    17a303e.json``): equal to (2, 1) at 4096^3, 4096 x 2112 x 7168 and 4096 x 24576 x 1536 (128 wide), 1.11x it at
+    512 x 7168 x 2048, 1.00-1.24x (1, 2) at M = 64 to 512 (64, 128 and 192 wide). Multicast saves L2 reads the kernel is no longer short of; the cluster's shared ring
     ties a CTA to its slowest peer. (The H200's sweep of 2026-12-03, with the older kernel, had (1, 2) up to 9 %
     and (2, 1) up to 5 % ahead; 2 x 2 never.) ``cluster=`` still takes any of (1, 1), (2, 1), (1, 2), (2, 2)."""
     return (1, 1)
