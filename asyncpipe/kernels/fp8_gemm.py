@@ -200,7 +200,7 @@ def wave_efficiency(m: int, n: int, block_n: int, sm_count: int) -> float:
 def choose_block_n(m: int, n: int, sm_count: int) -> int:
     """The tile width ``fp8_gemm`` takes by default. M one tile deep (M <= 128): the narrowest, 64. There the GEMM
     streams B, and the most CTAs keep the most of it in flight: 64 wide ran fastest at 64 and 128 x 7168 x 2048,
-    128 x 2112 x 7168 and 64 and 128 x 24576 x 1536 (by 2-4 % at 24576 columns, 1.3-1.6x at 7168). Deeper M: the
+    128 x 2112 x 7168 and 64 and 128 x 24576 x 1536 (by 2-4 % at 24576 columns, 1.3-1.9x at 7168). Deeper M: the
     width whose tiles keep the SMs busiest (``wave_efficiency``), weighed by how fast a tile of that width runs
     (``TILE_SPEED``): 192 where its tiles fill whole waves (8192^3, 4096 x 2112 x 7168, 4096 x 24576 x 1536), 128
     where 192 would leave the last wave part empty (4096^3: 5.3 waves of 192-wide tiles; 4096 x 7168 x 2048;
@@ -217,9 +217,10 @@ def choose_cluster(m: int, n: int, block_n: int, sm_count: int) -> tuple:
     registers and the TMA epilogue, 1 x 1 ran at least as fast as (2, 1) and (1, 2) at every shape and width measured
     (``bench/h100_fp8_width_cluster_sweep_a80e8d1.json``; (2, 1) at M = 4096 in ``bench/h100_fp8_ab_epilogue_nsplit_
     17a303e.json``): equal to (2, 1) at 4096^3, 4096 x 2112 x 7168 and 4096 x 24576 x 1536 (128 wide), 1.11x it at
-    512 x 7168 x 2048, 1.00-1.24x (1, 2) at M = 64 to 512 (64, 128 and 192 wide). Multicast saves L2 reads the kernel is no longer short of; the cluster's shared ring
-    ties a CTA to its slowest peer. (The H200's sweep of 2026-12-03, with the older kernel, had (1, 2) up to 9 %
-    and (2, 1) up to 5 % ahead; 2 x 2 never.) ``cluster=`` still takes any of (1, 1), (2, 1), (1, 2), (2, 2)."""
+    512 x 7168 x 2048, 1.00-1.24x (1, 2) at M = 64 to 512 (64, 128 and 192 wide). Multicast saves L2 reads the
+    kernel is no longer short of; the cluster's shared ring ties a CTA to its slowest peer. (The H200's sweep of
+    2026-12-03, with the older kernel, had (1, 2) up to 9 % and (2, 1) up to 5 % ahead; 2 x 2 never.) ``cluster=``
+    still takes any of (1, 1), (2, 1), (1, 2), (2, 2); the arguments stay for a rule that needs them."""
     return (1, 1)
 
 
@@ -363,7 +364,7 @@ def _plan(a, sa, b, sb, out, stages, block_n, cluster, split_k, k_slices, tail_s
     if pingpong is None:
         pingpong = default_pingpong(split_k)
     if dacc is None:
-        dacc = default_dacc(block_n, split_k, epilogue, pingpong)
+        dacc = default_dacc(block_n, split_k, pingpong)
     arrays = {"A": aa, "B": ba, "sb": sba, "D": da}
     M, N, K, ld = check_fp8_gemm(
         tuple(aa.shape), at, tuple(saa.shape), _strides(saa), sat,
@@ -532,7 +533,7 @@ def default_pingpong(split_k) -> bool:
     return False
 
 
-def default_dacc(block_n, split_k, epilogue, pingpong) -> bool:
+def default_dacc(block_n, split_k, pingpong) -> bool:
     """Whether k-blocks go in pairs into two block sums by default: wherever they may (split_k 1, block_n <= 128, no
     pingpong), with either epilogue. Measured on an H100 (2026-12-07, ``bench/h100_fp8_ab_branches_17a303e.json``,
     against the kernel before it): 1.09x at 128 x 7168 x 2048 (64 wide), 1.02x at 4096^3 (128 wide, 2 x 1)."""

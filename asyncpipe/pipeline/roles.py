@@ -11,7 +11,7 @@ wide, 2026-12-06). Call it with the warp converged (every lane), e.g. at the top
 then a warp-uniform branch to ptxas. On ``threadIdx.x // 32`` itself, one such branch around the FP8 GEMM's TMA
 epilogue made ptxas treat the whole persistent loop as divergent: the k-loop's descriptors went back to ordinary
 registers (16 ``R2UR`` a k-block), each ``syncwarp`` became a ``WARPSYNC``, and at 192 wide a word spilled
-(2026-12-07: 149 -> 117 SASS instructions a k-block at 64 wide, 181 -> 149 at 128, 225 -> 200 at 192).
+(2026-12-07: 149 -> 117 SASS instructions a k-block at 64 wide, 181 -> 149 at 128, 225 -> 202 at 192).
 """
 
 from __future__ import annotations

@@ -159,9 +159,9 @@ def test_check_messages(kwargs, message):
 
 def test_dacc_default():
     """Two block sums by default wherever they may be, with either epilogue."""
-    assert G.default_dacc(128, 1, "direct", False) and G.default_dacc(64, 1, "tma", False)
-    assert not G.default_dacc(192, 1, "direct", False) and not G.default_dacc(64, 2, "direct", False)
-    assert not G.default_dacc(128, 1, "direct", True)
+    assert G.default_dacc(128, 1, False) and G.default_dacc(64, 1, False)
+    assert not G.default_dacc(192, 1, False) and not G.default_dacc(64, 2, False)
+    assert not G.default_dacc(128, 1, True)
     # the kernel's own default (compile_time's and the offline tests' configurations) agrees
     assert FK.kernel_constants(block_n=128)["DACC"] and FK.kernel_constants(block_n=128, epi_bufs=1)["DACC"]
     assert not FK.kernel_constants(block_n=192)["DACC"] and not FK.kernel_constants(block_n=64, ksplit=2)["DACC"]
