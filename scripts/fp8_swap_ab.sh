@@ -15,7 +15,7 @@ source scripts/gpu_env.sh || exit 1
 SHAPES=${SHAPES:-4096x4096x4096,8192x8192x8192,4096x7168x2048,128x7168x2048}
 FORMS=${FORMS:-"plain:;c21:block_n=128,cluster=(2,1),epilogue='direct'"}
 KERNELS=asyncpipe/kernels
-TREE=$OUT/tree_kernels
+TREE=$(mktemp -d)/tree_kernels                # not under $OUT: its files would crowd out the logs that come back
 rm -rf "$TREE"; mkdir -p "$TREE"; cp "$KERNELS"/*.py "$TREE"/
 trap 'cp "$TREE"/*.py "$KERNELS"/' EXIT
 for v in tree=$TREE ${VARIANTS:-}; do
