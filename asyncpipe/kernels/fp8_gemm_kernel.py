@@ -236,24 +236,51 @@ def slice_k_blocks(k_slice, k_blocks, slices):
 
 
 @kernel_part
-def issue_k_block():
-    """DACC: k-block ``kb``'s mmas into block sum ``h`` (acc_blk or acc_blk1), and its scales (p or r) read from
-    its slot, ``held`` or ``held1``, which goes back after its mmas."""
-    j = (kb - kb_lo) & (SB_CHUNK - 1)               # B's scales, as in the k-loop below
-    if j == 0 and kb > kb_lo:
+def b_scales():
+    """B's scale of k-block ``kb`` (``sb_k``; ``sb_k2``, the next 128-block's, at 192 wide) from the warp's chunk of
+    32 k-blocks' scales, one a lane, read with shfl; the next chunk asked for a chunk ahead, so that the load's
+    latency is paid once every 32 k-blocks."""
+    j = (kb - kb_lo) & (SB_CHUNK - 1)               # chunks start at the slice's first k-block
+    if j == 0 and kb > kb_lo:                       # the chunk asked for 31 k-blocks ago
         sb_cur = sb_nxt
+        sb_cur2 = sb_nxt2
     if j == 1 and kb - 1 + SB_CHUNK < kb_hi:
         sb_nxt = sb_chunk(sb_row, kb - 1 + SB_CHUNK)
+        if BN > SCALE_BLOCK:
+            sb_nxt2 = sb_chunk(sb_row2, kb - 1 + SB_CHUNK)
     sb_k = cuda.shfl_sync(FULL_MASK, sb_cur, j)
-    if not ready:
+    sb_k2 = cuda.shfl_sync(FULL_MASK, sb_cur2, j) if BN > SCALE_BLOCK else float32(0.0)
+
+
+@kernel_part
+def issue_mmas():
+    """Slot ``st``'s k-block once its data is in: its 4 k32 mmas into block sum ``h`` (acc_blk, or DACC's acc_blk1),
+    committed as one group."""
+    if not ready:                                   # (the poll before the last promotion found it incomplete)
         consumer_wait(full, st)
     a_desc, b_desc = stage_descriptors(st)
+    # (A warpgroup whose rows all lie past M still runs its mmas on TMA's zeros: skipping them by a branch here cost
+    # 15-23 % at 64 and 128 wide where no warpgroup is idle, on the H100, 2026-12-05; M <= 64 takes KSPLIT 2 instead.)
+    if PINGPONG:                                    # wait for the other warpgroup's mmas to be issued
+        ptx.bar_sync(TURN + wg - 1, 2 * W.WARPGROUP_THREADS)
     ptx.wgmma_fence_sync_aligned()                  # the block sum was read by its last promotion
     for s in unroll(K_STEPS):
+        # K-major, 128B swizzle: the k32 step s starts 32 bytes further along each row; scale-d 0 on the first
+        # step: the block's sum starts from its first product
         step = s * W.WGMMA_K_8BIT * ELEM_BYTES
         MMA(ptx.addr(acc_blk if h == 0 else acc_blk1, 0), W.advance_descriptor(a_desc, step),
             W.advance_descriptor(b_desc, step), 0 if s == 0 else 1)
     ptx.wgmma_commit_group_sync_aligned()
+    if PINGPONG:                                    # the other warpgroup's turn: its mmas queue behind these
+        ptx.bar_arrive(TURN + 2 - wg, 2 * W.WARPGROUP_THREADS)
+
+
+@kernel_part
+def issue_k_block():
+    """DACC: k-block ``kb``'s mmas into block sum ``h`` (acc_blk or acc_blk1), and its scales (p or r) read from
+    its slot, ``held`` or ``held1``, which goes back after its mmas."""
+    splice(b_scales)
+    splice(issue_mmas)
     sa_word = sa_word0 + st.stage * (STAGE_BYTES // SCALE_BYTES)
     if h == 0:
         p0 = smem_f32[sa_word] * sb_k
@@ -468,39 +495,14 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_d, sb, d, ws, counters, M, N, K, t
                         acc[i] += acc_blk[i] * (p1 if (i >> 1) & 1 else p0)
             else:
                 for kb in range(kb_lo, kb_hi):
-                    j = (kb - kb_lo) & (SB_CHUNK - 1)     # chunks start at the slice's first k-block
-                    if j == 0 and kb > kb_lo:            # the chunk asked for 31 k-blocks ago
-                        sb_cur = sb_nxt
-                        sb_cur2 = sb_nxt2
-                    if j == 1 and kb - 1 + SB_CHUNK < kb_hi:
-                        sb_nxt = sb_chunk(sb_row, kb - 1 + SB_CHUNK)
-                        if BN > SCALE_BLOCK:
-                            sb_nxt2 = sb_chunk(sb_row2, kb - 1 + SB_CHUNK)
-                    sb_k = cuda.shfl_sync(FULL_MASK, sb_cur, j)
-                    sb_k2 = cuda.shfl_sync(FULL_MASK, sb_cur2, j) if BN > SCALE_BLOCK else float32(0.0)
+                    splice(b_scales)
                     if KSPLIT == 2 and (st.stage & uint32(1)) != parity:
                         # the other warpgroup's slot: each waits only on its own (STAGES is even), so that no slot's
                         # barrier runs two phases past a warpgroup (a parity wait cannot tell phase p from p + 2)
                         st = advance(st, STAGES)
                         continue
-                    if not ready:                        # (the poll before the last promotion found it incomplete)
-                        consumer_wait(full, st)
-                    a_desc, b_desc = stage_descriptors(st)
-                    # (A warpgroup whose rows all lie past M still runs its mmas on TMA's zeros: skipping them by a branch
-                    # here cost 15-23 % at 64 and 128 wide where no warpgroup is idle, on the H100, 2026-12-05; M <= 64
-                    # takes KSPLIT 2 instead.)
-                    if PINGPONG:                         # wait for the other warpgroup's mmas to be issued
-                        ptx.bar_sync(TURN + wg - 1, 2 * W.WARPGROUP_THREADS)
-                    ptx.wgmma_fence_sync_aligned()       # acc_blk was read by the last promotion
-                    for s in unroll(K_STEPS):
-                        # K-major, 128B swizzle: the k32 step s starts 32 bytes further along each row;
-                        # scale-d 0 on the first step: the block's sum starts from its first product
-                        step = s * W.WGMMA_K_8BIT * ELEM_BYTES
-                        MMA(ptx.addr(acc_blk, 0), W.advance_descriptor(a_desc, step), W.advance_descriptor(b_desc, step),
-                            0 if s == 0 else 1)
-                    ptx.wgmma_commit_group_sync_aligned()
-                    if PINGPONG:                         # the other warpgroup's turn: its mmas queue behind these
-                        ptx.bar_arrive(TURN + 2 - wg, 2 * W.WARPGROUP_THREADS)
+                    for h in unroll(1):
+                        splice(issue_mmas)
                     if LATE_RELEASE:
                         if kb > first:                   # the last k-block's slot goes back now that this one's mmas
                             release(held)                # are queued: off the path from its promotion to these mmas (its

@@ -192,15 +192,14 @@ def test_b_scales_in_chunks(broken, rng):
     assert np.all(np.abs(got - G.reference(a, sa, b, sb)) <= G.error_bound(a, sa, b, sb))
 
 
-@pytest.mark.parametrize("old, m, k, options", [
-    ("W.advance_descriptor(b_desc, step),\n                            0 if s == 0 else 1)", 1, 256, {}),  # k-loop
-    # DACC's issue_k_block: four k-blocks, so that each of the two block sums is used twice
-    ("W.advance_descriptor(b_desc, step), 0 if s == 0 else 1)", 130, 512, dict(epilogue="direct")),
+@pytest.mark.parametrize("m, k, options", [
+    (1, 256, {}),                                   # the k-loop of one block sum (split_k 2 at M = 1)
+    (130, 512, dict(epilogue="direct")),            # DACC: four k-blocks, each of the two block sums used twice
 ], ids=["k-loop", "dacc"])
-def test_fresh_block_accumulator_is_what_promotion_needs(broken, rng, old, m, k, options):
-    """scale-d 1 on every step keeps the previous k-block's sum in acc_blk: promoted again, it is counted
-    twice (the simulator computes the wrong answer the GPU would)."""
-    broken(old, "W.advance_descriptor(b_desc, step), 1)")
+def test_fresh_block_accumulator_is_what_promotion_needs(broken, rng, m, k, options):
+    """scale-d 1 on every step (in issue_mmas, which both k-loops splice) keeps the previous k-block's sum in the
+    block sum: promoted again, it is counted twice (the simulator computes the wrong answer the GPU would)."""
+    broken("W.advance_descriptor(b_desc, step), 0 if s == 0 else 1)", "W.advance_descriptor(b_desc, step), 1)")
     got, a, sa, b, sb = run(rng, m, 128, k, 2, **options)
     assert not np.all(np.abs(got - G.reference(a, sa, b, sb)) <= G.error_bound(a, sa, b, sb))
 
