@@ -137,7 +137,7 @@ def check_fp8_gemm(a_shape, a_dtype, sa_shape, sa_strides, sa_dtype, b_shape, b_
           "pingpong (the consumer warpgroups take turns issuing their k-block's mmas) needs split_k 1: with split_k 2 "
           "they take alternate ring slots already", f"split_k = {split_k}")
     check(isinstance(dacc, (bool, np.bool_)), API, "dacc must be True or False", repr(dacc))
-    check(not dacc or (split_k == 1 and block_n in FK.BLOCK_NS and block_n <= FK.DACC_MAX_BLOCK_N and not pingpong),
+    check(not dacc or FK.dacc_fits(block_n, split_k, pingpong),
           API, f"dacc (two block sums, k-blocks in pairs) needs split_k 1, block_n at most {FK.DACC_MAX_BLOCK_N} (three "
           "sets of fp32 sums in registers) and pingpong off", f"split_k = {split_k}, block_n = {block_n}, "
           f"pingpong = {pingpong}")
@@ -537,7 +537,7 @@ def default_dacc(block_n, split_k, pingpong) -> bool:
     """Whether k-blocks go in pairs into two block sums by default: wherever they may (split_k 1, block_n <= 128, no
     pingpong), with either epilogue. Measured on an H100 (2026-12-07, ``bench/h100_fp8_ab_branches_17a303e.json``,
     against the kernel before it): 1.09x at 128 x 7168 x 2048 (64 wide), 1.02x at 4096^3 (128 wide, 2 x 1)."""
-    return split_k == 1 and block_n in FK.BLOCK_NS and block_n <= FK.DACC_MAX_BLOCK_N and not pingpong
+    return FK.dacc_fits(block_n, split_k, pingpong)
 
 
 def default_split_k(m: int, block_n: int) -> int:

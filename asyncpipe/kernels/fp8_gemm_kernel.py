@@ -213,6 +213,12 @@ def max_stages(block_n: int, smem_limit: int, ksplit: int = 1, epi_bufs: int = 0
     return fit - fit % ksplit
 
 
+def dacc_fits(block_n: int, ksplit: int = 1, pingpong: bool = False) -> bool:
+    """Whether k-blocks may go in pairs into two block sums (DACC): KSPLIT 1, at most ``DACC_MAX_BLOCK_N`` wide
+    (three sets of fp32 sums in registers), no pingpong."""
+    return ksplit == 1 and block_n in BLOCK_NS and block_n <= DACC_MAX_BLOCK_N and not pingpong
+
+
 def epilogue_chunks(block_n: int) -> int:
     """The TMA epilogue's chunks of a warpgroup's tile: 64 columns each (a 192-wide tile: 3)."""
     return -(-block_n // EPI_COLS)
@@ -696,8 +702,8 @@ def kernel_constants(block_n=128, stages=6, cluster=(1, 1), llvm_loops=True, ksp
     assert 0 <= epi_bufs <= epilogue_chunks(block_n), (epi_bufs, block_n)
     assert not (pingpong and ksplit == 2), "KSPLIT 2's warpgroups take turns by ring slot already"
     if dacc is None:      # the host's default (fp8_gemm.default_dacc)
-        dacc = ksplit == 1 and block_n <= DACC_MAX_BLOCK_N and not pingpong
-    assert not dacc or (ksplit == 1 and block_n <= DACC_MAX_BLOCK_N and not pingpong), \
+        dacc = dacc_fits(block_n, ksplit, pingpong)
+    assert not dacc or dacc_fits(block_n, ksplit, pingpong), \
         "DACC: KSPLIT 1, at most 128 wide (three sums of registers), no pingpong"
     cm, cn = cluster
     mma = getattr(ptx, f"wgmma_mma_async_sync_aligned_m64n{block_n}k32_f32_e4m3_e4m3_ss")
@@ -732,5 +738,5 @@ def kernel_argtypes():
             types.int32[::1], types.int32, types.int32, types.int32, types.int32, types.int32, types.int32)
 
 
-__all__ = ["BM", "BK", "BLOCK_NS", "DACC_MAX_BLOCK_N", "CLUSTERS", "THREADS", "LAUNCH_BOUNDS", "make_kernel", "kernel_argtypes", "kernel_constants",
+__all__ = ["BM", "BK", "BLOCK_NS", "DACC_MAX_BLOCK_N", "dacc_fits", "CLUSTERS", "THREADS", "LAUNCH_BOUNDS", "make_kernel", "kernel_argtypes", "kernel_constants",
            "a_rows", "a_bytes", "stage_bytes", "stage_tx", "shared_bytes", "epilogue_bytes", "epilogue_chunks", "EPILOGUES", "block_shared_bytes", "max_stages", "holders", "workspace_words"]
