@@ -5,10 +5,13 @@
 
 Prints the total samples, the stall reasons summed over the kernel, then the N instructions (default 40) with the
 most samples, in program order: index, samples, share, executions, the SASS and its top three stall reasons.
+Last, the instruction mix: warp instructions executed per wgmma (GMMA), by opcode, the ten most frequent (how much
+each k-block issues beside its mmas, whatever the tile width; a kernel without wgmma: per instruction).
 """
 
 from __future__ import annotations
 
+import collections
 import csv
 import sys
 
@@ -36,6 +39,20 @@ def main(path: str, top: int = 40) -> None:
         why = sorted(((count(r, s), s[6:]) for s in reasons if count(r, s)), reverse=True)[:3]
         print(f"{i:5d} {n:6d} {100 * n / total:5.1f}% exec {r[col['Instructions Executed']]:>8} "
               f"{r[col['Source']].strip()[:60]:60s} {why}")
+    mix(data, col)
+
+
+def mix(data, col) -> None:
+    """Executed warp instructions per wgmma, by opcode (its first dotted part, past any predicate)."""
+    ops = collections.Counter()
+    for r in data:
+        words = r[col["Source"]].split()
+        if words:
+            op = words[1] if words[0].startswith("@") and len(words) > 1 else words[0]
+            ops[op.split(".")[0]] += int(r[col["Instructions Executed"]] or 0)
+    per = sum(n for op, n in ops.items() if op.endswith("GMMA")) or sum(ops.values())
+    print(f"instructions per wgmma: {sum(ops.values()) / per:.1f};",
+          ", ".join(f"{op} {n / per:.2f}" for op, n in ops.most_common(10)))
 
 
 if __name__ == "__main__":
