@@ -106,7 +106,7 @@ from numba import cuda, float32, int32, int64, uint8, uint16, uint32, uint64
 
 from .. import ptx
 from ..constants import BULK_SMEM_ALIGN_TENSOR
-from ..pipeline import (advance, consumer_release, consumer_wait, pipeline_init, pipeline_state, producer_acquire,
+from ..pipeline import (advance, consumer_wait, pipeline_init, pipeline_state, producer_acquire,
                         producer_commit, tail_coords, warp_index, warpgroup_index)
 from ..ptx import wgmma as W
 from .unroll import kernel_part, splice, unroll, unrolled
@@ -401,18 +401,18 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_d, sb, d, ws, counters, M, N, K, t
         peer = peer_n * CM + peer_m
         releaser = lane < int32(PEERS)               # (decided once: in the k-loop the test was redone in 64 bits)
         # slot 0's empty barrier in that peer (lanes past PEERS: their own CTA's, never arrived on); slot s's is 8 s
-        # bytes further, so the k-loop adds an offset to a register instead of asking mapa again
+        # bytes further, so the k-loop adds an offset to a register instead of asking mapa again. Without a cluster,
+        # this CTA's own (a .shared::cta address is one of .shared::cluster's): from the generic address in the loop,
+        # ptxas rebuilt the CTA's shared window (S2UR SR_CgaCtaId, ULEA) at every release, and the arrival waited
+        # on it (3.8 % of the warp stall samples at 8192^3, H100, bench/h100_ncu_fp8_stalls_8192_8defe38.txt)
         empty_peer = ptx.mapa_shared_cluster(ptx.addr(empty, 0), peer if releaser else rank) if CLUSTER > 1 \
-            else uint32(0)
+            else ptx.cvta_to_shared_u32(ptx.addr(empty, 0))
 
         def release(st):
             """A consumer warp: slot ``st`` is free, in every CTA that fills it. The syncwarp first: an arrival
             releases only what its lane did, and every lane has read its scales from the slot."""
             cuda.syncwarp()
-            if CLUSTER == 1:
-                if lane0:
-                    consumer_release(empty, st, 1)
-            elif releaser:
+            if lane0 if CLUSTER == 1 else releaser:
                 ptx.mbarrier_arrive_shared_cluster(empty_peer + uint32(st.stage * 8))
 
         if EPI_TMA and lane0:                        # the TMA epilogue's storing threads: the host wrote D's map
