@@ -162,7 +162,8 @@ def test_dacc_promotion_before_its_mmas_retire_is_caught(broken, rng):
 def test_release_before_every_lane_read_its_scales_is_caught(broken, rng):
     """Lane 0's arrival on the empty barrier releases only what lane 0 did: without the syncwarp the
     producer's next TMA into the stage races with the other lanes' reads of the scales."""
-    broken("            cuda.syncwarp()\n            if CLUSTER == 1:", "            if CLUSTER == 1:")
+    broken("            cuda.syncwarp()\n            if lane0 if CLUSTER == 1 else releaser:",
+           "            if lane0 if CLUSTER == 1 else releaser:")
     # seen as the copy landing on a word another lane read, or (when that lane lags a whole phase behind) as its
     # wait returning for the phase before: both a race on the scales
     with pytest.raises(sim.SharedMemoryRaceError, match=r"(?s)(cp_async_bulk_tensor_2d_shared_global.*an earlier "
@@ -175,7 +176,8 @@ def test_late_release_before_every_lane_read_its_scales_is_caught(broken, rng):
     """The late release (two stages, KSPLIT 1; the test above takes the immediate one, KSPLIT 2 with two stages) too:
     lane 0 hands the last k-block's slot back after this one's mmas, and without the syncwarp before it other lanes
     may not have read that slot's scales yet."""
-    broken("            cuda.syncwarp()\n            if CLUSTER == 1:", "            if CLUSTER == 1:")
+    broken("            cuda.syncwarp()\n            if lane0 if CLUSTER == 1 else releaser:",
+           "            if lane0 if CLUSTER == 1 else releaser:")
     with pytest.raises(sim.SharedMemoryRaceError, match=r"(?s)(cp_async_bulk_tensor_2d_shared_global.*an earlier "
                        r"read by thread|made a read of word 0x[0-9a-f]+, which a copy completing phase \d+ writes)"):
         run(rng, 130, 128, 512, 2)
