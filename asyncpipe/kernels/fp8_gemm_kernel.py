@@ -412,7 +412,8 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_d, sb, d, ws, counters, M, N, K, t
             """A consumer warp: slot ``st`` is free, in every CTA that fills it. The syncwarp first: an arrival
             releases only what its lane did, and every lane has read its scales from the slot."""
             cuda.syncwarp()
-            if lane0 if CLUSTER == 1 else releaser:
+            if lane0 if CLUSTER == 1 else releaser:     # (the same lane at 1 x 1; `releaser` alone compiles to
+                # other SASS, a k-loop 1 longer or shorter by configuration, not the one timed)
                 ptx.mbarrier_arrive_shared_cluster(empty_peer + uint32(st.stage * 8))
 
         if EPI_TMA and lane0:                        # the TMA epilogue's storing threads: the host wrote D's map
