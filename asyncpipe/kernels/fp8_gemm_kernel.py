@@ -143,6 +143,7 @@ REGISTER_FILE = 65536
 SMEM_ALIGN = W.SWIZZLE_ATOM_BYTES["128B"]   # 128B-swizzled tiles start on 1024-byte boundaries
 BARRIER_BYTES = 8
 MIN_STAGES, MAX_STAGES = 2, 12     # 12: 64-wide tiles with split_k 2 (17 KB stages)
+SB_CHUNK = 32                       # at most 128 wide: B's scales a warp holds at once, one per lane (and k-block)
 SB_BOX = 4                          # B's scales a TMA box of flat sb holds: 16 bytes, TMA's least, starting on a
                                     # 16-byte boundary (constants.TMA_COORD_ALIGN): the k-block's scale is word
                                     # (row + kb) % 4 of it (the others, neighbours' or zeros past sb, go unread)
@@ -186,9 +187,16 @@ def b_bytes(block_n: int) -> int:
     return block_n * BK * ELEM_BYTES
 
 
+def sb_by_tma(block_n: int) -> bool:
+    """Whether B's scales come through the ring by TMA: at 192 wide (two 16-byte boxes a stage). At most 128 wide
+    the consumer warps read them from chunks of their own (SB_CHUNK): one more TMA load a stage costs more there
+    than the chunks' bookkeeping (an H100, 2026-12-07, bench/h200.md)."""
+    return block_n > SCALE_BLOCK
+
+
 def sb_boxes(block_n: int) -> int:
-    """B's scale boxes a stage holds: one, or two at 192 wide (a tile meets two 128-blocks of B's rows)."""
-    return 2 if block_n > SCALE_BLOCK else 1
+    """B's scale boxes a stage holds: two at 192 wide (a tile meets two 128-blocks of B's rows), none below."""
+    return 2 if sb_by_tma(block_n) else 0
 
 
 def sb_offset(block_n: int, ksplit: int = 1) -> int:
@@ -204,7 +212,8 @@ def stage_tx(block_n: int, ksplit: int = 1) -> int:
 def stage_bytes(block_n: int, ksplit: int = 1) -> int:
     """One stage: A | B | sa | sb, rounded up to 1024 bytes so that the next stage's A starts on a swizzle atom
     (sb's boxes fit in the slack the rounding leaves at every width)."""
-    end = sb_offset(block_n, ksplit) + (sb_boxes(block_n) - 1) * SB_PITCH + SB_BOX * SCALE_BYTES
+    end = sb_offset(block_n, ksplit) + (sb_boxes(block_n) - 1) * SB_PITCH + SB_BOX * SCALE_BYTES if \
+        sb_boxes(block_n) else stage_tx(block_n, ksplit)
     return -(-end // SMEM_ALIGN) * SMEM_ALIGN
 
 
@@ -266,13 +275,25 @@ def slice_k_blocks(k_slice, k_blocks, slices):
 
 
 @kernel_part
-def b_scales():
-    """B's scale of slot ``st``'s k-block ``kb`` (``sb_k``; ``sb_k2``, the next 128-block's, at 192 wide), from the
-    stage's box(es), once its data is in: one shared load, the same word for every lane."""
+def b_scales_from_chunk():
+    """At most 128 wide: B's scale of k-block ``kb`` (``sb_k``) from the warp's chunk of SB_CHUNK k-blocks' scales,
+    one a lane, read with shfl; the next chunk asked for a chunk ahead, so that the load's latency is paid once every
+    32 k-blocks."""
+    j = (kb - kb_lo) & (SB_CHUNK - 1)               # chunks start at the slice's first k-block
+    if j == 0 and kb > kb_lo:                       # the chunk asked for 31 k-blocks ago
+        sb_cur = sb_nxt
+    if j == 1 and kb - 1 + SB_CHUNK < kb_hi:
+        sb_nxt = sb_chunk(sb_row, kb - 1 + SB_CHUNK)
+    sb_k = cuda.shfl_sync(FULL_MASK, sb_cur, j)
+
+
+@kernel_part
+def b_scales_from_stage():
+    """At 192 wide: B's scales of slot ``st``'s k-block ``kb`` (``sb_k``, and ``sb_k2``, the next 128-block's) from
+    the stage's two boxes, once its data is in: a shared load each, the same word for every lane."""
     sb_word = sb_word0 + st.stage * (STAGE_BYTES // SCALE_BYTES)
     sb_k = smem_f32[sb_word + ((sb_row + kb) & (SB_BOX - 1))]
-    sb_k2 = smem_f32[sb_word + SB_PITCH // SCALE_BYTES + ((sb_row2 + kb) & (SB_BOX - 1))] if BN > SCALE_BLOCK \
-        else float32(0.0)
+    sb_k2 = smem_f32[sb_word + SB_PITCH // SCALE_BYTES + ((sb_row2 + kb) & (SB_BOX - 1))]
 
 
 @kernel_part
@@ -302,8 +323,8 @@ def issue_mmas():
 def issue_k_block():
     """DACC: k-block ``kb``'s mmas into block sum ``h`` (acc_blk or acc_blk1), and its scales (p or r) read from
     its slot, ``held`` or ``held1``, which goes back after its mmas."""
+    splice(b_scales_from_chunk)
     splice(issue_mmas)
-    splice(b_scales)
     sa_word = sa_word0 + st.stage * (STAGE_BYTES // SCALE_BYTES)
     if h == 0:
         p0 = smem_f32[sa_word] * sb_k
@@ -318,7 +339,7 @@ def issue_k_block():
         ready = ptx.mbarrier_test_wait_parity(ptx.addr(full, st.stage), st.phase) != 0
 
 
-def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_sb, tma_d, d, ws, counters, M, N, K, tiles_m, tiles_n, whole):
+def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_sb, tma_d, sb, d, ws, counters, M, N, K, tiles_m, tiles_n, whole):
     smem = cuda.shared.array(0, uint8)               # STAGES x (A | B | sa | sb), aligned below
     smem_f32 = cuda.shared.array(0, float32)         # the same dynamic shared memory, as fp32 (the scales)
     smem_u32 = cuda.shared.array(0, uint32)          # ... and as 32-bit words (the TMA epilogue's bf16 pairs)
@@ -379,7 +400,8 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_sb, tma_d, d, ws, counters, M, N, 
             ptx.fence_proxy_tensormap_generic_acquire_sys(ptx.addr(tma_a, 0))   # the host wrote the maps
             ptx.fence_proxy_tensormap_generic_acquire_sys(ptx.addr(tma_b, 0))
             ptx.fence_proxy_tensormap_generic_acquire_sys(ptx.addr(tma_sa, 0))
-            ptx.fence_proxy_tensormap_generic_acquire_sys(ptx.addr(tma_sb, 0))
+            if SB_TMA:
+                ptx.fence_proxy_tensormap_generic_acquire_sys(ptx.addr(tma_sb, 0))
             st = pipeline_state(0, 0)
             unit = cluster                                   # units cluster, + clusters, ... (tail_coords)
             while unit < units:
@@ -410,10 +432,9 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_sb, tma_d, d, ws, counters, M, N, 
                     # the scales: row kb of the K-block-major view, columns m0 .. m0 + 127 (zeros past M)
                     ptx.cp_async_bulk_tensor_2d_shared_global(ptx.addr(smem, a_off + A_BYTES + B_BYTES),
                                                               ptx.addr(tma_sa, 0), m0, kb, bar)
-                    # B's scale(s): the 16-byte box of flat sb that holds the k-block's (each CTA its own)
-                    ptx.cp_async_bulk_tensor_1d_shared_global(ptx.addr(smem, a_off + SB_OFF), ptx.addr(tma_sb, 0),
-                                                              (sb_row + kb) & ~(SB_BOX - 1), bar)
-                    if BN > SCALE_BLOCK:
+                    if SB_TMA:  # B's scales: the 16-byte boxes of flat sb that hold the k-block's (each CTA its own)
+                        ptx.cp_async_bulk_tensor_1d_shared_global(ptx.addr(smem, a_off + SB_OFF), ptx.addr(tma_sb, 0),
+                                                                  (sb_row + kb) & ~(SB_BOX - 1), bar)
                         ptx.cp_async_bulk_tensor_1d_shared_global(ptx.addr(smem, a_off + SB_OFF + SB_PITCH),
                                                                   ptx.addr(tma_sb, 0), (sb_row2 + kb) & ~(SB_BOX - 1), bar)
                     st = advance(st, STAGES)
@@ -461,7 +482,16 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_sb, tma_d, d, ws, counters, M, N, 
                                       W.K_MAJOR_128B_SBO, W.SWIZZLE_128B, 0)
         b_desc0 = W.matrix_descriptor(base + pad + A_BYTES, W.K_MAJOR_128B_LBO, W.K_MAJOR_128B_SBO, W.SWIZZLE_128B, 0)
         sa_word0 = (pad + A_BYTES + B_BYTES) // SCALE_BYTES + row_t
-        sb_word0 = (pad + SB_OFF) // SCALE_BYTES     # the stage's B scale(s)
+        sb_word0 = (pad + SB_OFF) // SCALE_BYTES     # SB_TMA: the stage's B scales
+
+        # At most 128 wide, B's scales a chunk of SB_CHUNK k-blocks at a time: lane i holds k-block (chunk + i)'s, and
+        # the warp reads the k-block's with shfl. A chunk is loaded a chunk ahead, at the chunk's second k-block, and a
+        # tile's first chunk at the end of the tile before: a load per k-block, even one k-block ahead, had ptxas move
+        # its value into a uniform register right after the load, before the block's wgmmas, which then waited for an
+        # L2 round trip every k-block (and a load issued where a chunk starts shares a scoreboard with the copy of the
+        # last).
+        def sb_chunk(row, first):
+            return sb[row + first + lane] if first + lane < k_blocks else float32(0.0)
         st = pipeline_state(0, 0)
 
         def stage_descriptors(st):
@@ -477,6 +507,7 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_sb, tma_d, d, ws, counters, M, N, 
             ptx.bar_arrive(TURN, 2 * W.WARPGROUP_THREADS)     # warpgroup 1 issues first
         kb_lo, kb_hi = k_range(ks, slot)
         sb_row, sb_row2 = sb_rows(tn)
+        sb_cur = float32(0.0) if SB_TMA else sb_chunk(sb_row, kb_lo)
         while unit < units:
             m0 = (tm * CM + rank_m) * BM
             n0 = (tn * CN + rank_n) * BN
@@ -487,6 +518,7 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_sb, tma_d, d, ws, counters, M, N, 
             for i in unroll(N2, llvm=LLVM_LOOPS, nest=8):
                 acc[i] = float32(0.0)
             held = st                                # the slot of the last k-block, released after the next's mmas
+            sb_nxt = float32(0.0)
             first = kb_lo + int32(KSPLIT == 2 and (st.stage & uint32(1)) != parity)   # the unit's first k-block here
             if DACC:
                 # k-blocks in pairs, the first into acc_blk and the second into acc_blk1: the first's promotion
@@ -517,6 +549,8 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_sb, tma_d, d, ws, counters, M, N, 
                         acc[i] += acc_blk[i] * (p1 if (i >> 1) & 1 else p0)
             else:
                 for kb in range(kb_lo, kb_hi):
+                    if not SB_TMA:
+                        splice(b_scales_from_chunk)
                     if KSPLIT == 2 and (st.stage & uint32(1)) != parity:
                         # the other warpgroup's slot: each waits only on its own (STAGES is even), so that no slot's
                         # barrier runs two phases past a warpgroup (a parity wait cannot tell phase p from p + 2)
@@ -528,7 +562,8 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_sb, tma_d, d, ws, counters, M, N, 
                         if kb > first:                   # the last k-block's slot goes back now that this one's mmas
                             release(held)                # are queued: off the path from its promotion to these mmas (its
                         held = st                        # mmas and scale reads are done: wait_group 0 and the promotion)
-                    splice(b_scales)
+                    if SB_TMA:
+                        splice(b_scales_from_stage)
                     sa_word = sa_word0 + st.stage * (STAGE_BYTES // SCALE_BYTES)
                     sa0 = smem_f32[sa_word]              # the scales of rows row_t and row_t + 8
                     sa1 = smem_f32[sa_word + 8]
@@ -574,6 +609,8 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_sb, tma_d, d, ws, counters, M, N, 
             tiles_done += 1
             kb_lo, kb_hi = k_range(ks, slot)
             sb_row, sb_row2 = sb_rows(tn)
+            if not SB_TMA:                           # the next unit's first chunk, in flight during the epilogue
+                sb_cur = sb_chunk(sb_row, kb_lo)
 
             if KSPLIT == 2:
                 # ---- the two warpgroups' halves of K meet: warpgroup 2's sums, thread by thread, into warpgroup
@@ -722,7 +759,7 @@ def kernel_constants(block_n=128, stages=6, cluster=(1, 1), llvm_loops=True, ksp
     col_mask = sum(1 << (j * cm) for j in range(cn))       # ranks (0, j): the CTAs of rank_m 0's cluster row
     return dict(BN=block_n, N2=W.accumulators(block_n), STAGES=stages, MMA=mma,
                 STAGE_BYTES=stage_bytes(block_n, ksplit), STAGE_TX=stage_tx(block_n, ksplit),
-                SB_OFF=sb_offset(block_n, ksplit), SB_PITCH=SB_PITCH, A_BYTES=a_bytes(ksplit),
+                SB_OFF=sb_offset(block_n, ksplit), SB_PITCH=SB_PITCH, SB_TMA=sb_by_tma(block_n), A_BYTES=a_bytes(ksplit),
                 A_ROWS=a_rows(ksplit), B_BYTES=b_bytes(block_n), SMEM_ALIGN=SMEM_ALIGN, CM=cm, CN=cn,
                 CLUSTER=cm * cn, PEERS=cm + cn - 1, A_SHARE_BYTES=a_bytes(ksplit) // cn,
                 B_SHARE_BYTES=b_bytes(block_n) // cm,
@@ -747,7 +784,7 @@ def kernel_argtypes():
 
     from ..ptx.tensor_map_type import tensormap
 
-    return (tensormap, tensormap, tensormap, tensormap, tensormap, types.uint32[::1], types.float32[::1],
+    return (tensormap, tensormap, tensormap, tensormap, tensormap, types.float32[::1], types.uint32[::1], types.float32[::1],
             types.int32[::1], types.int32, types.int32, types.int32, types.int32, types.int32, types.int32)
 
 

@@ -87,8 +87,11 @@ _SPLIT_RULE = ("split_k must be one of (1, 2) (2: both consumer warpgroups on th
                                      "[cuTensorMapEncodeTiled], got address 0x1008 (8 bytes past one)"),
     (dict(addresses=dict(sa=0x3004)), "fp8_gemm: sa must start on a 16-byte boundary (TMA's global address rule) "
                                       "[cuTensorMapEncodeTiled], got address 0x3004 (4 bytes past one)"),
-    (dict(addresses=dict(sb=0x4004)), "fp8_gemm: sb must start on a 16-byte boundary (TMA's global address rule) "
-                                      "[cuTensorMapEncodeTiled], got address 0x4004 (4 bytes past one)"),
+    (dict(addresses=dict(sb=0x4004), block_n=192), "fp8_gemm: sb must start on a 16-byte boundary at block_n 192 "
+                                                   "(TMA's global address rule) [cuTensorMapEncodeTiled], got address "
+                                                   "0x4004 (4 bytes past one)"),
+    (dict(addresses=dict(sb=0x4002)), "fp8_gemm: sb must start on a 4-byte boundary, got address 0x4002 (2 bytes past "
+                                      "one)"),
     (dict(addresses=dict(D=0x5002)), "fp8_gemm: D must start on a 4-byte boundary, got address 0x5002 (2 bytes past "
                                      "one)"),
     (dict(block_n=256), "fp8_gemm: block_n must be one of (64, 128, 192) (tile widths whose B scales the promotion selects), got 256"),
@@ -270,11 +273,12 @@ def test_default_epilogue_yields_to_given_stages():
 
 
 def test_stage_budget():
-    """A stage is A (16 KB) + B (16 KB) + 128 scales of A + a 16-byte box of B's (two, 128 bytes apart, at 192 wide),
-    rounded to 33 KB; six fit in 227 KB. With split_k 2 A is 8 KB."""
-    assert FK.stage_tx(128) == 128 * 128 * 2 + 512 + 16 and FK.stage_bytes(128) == 33 * 1024
+    """A stage is A (16 KB) + B (16 KB) + 128 scales of A, rounded to 33 KB; six fit in 227 KB. At 192 wide two 16-byte
+    boxes of B's scales, 128 bytes apart, follow. With split_k 2 A is 8 KB."""
+    assert FK.stage_tx(128) == 128 * 128 * 2 + 512 and FK.stage_bytes(128) == 33 * 1024
     assert FK.stage_tx(192) == 128 * 128 + 192 * 128 + 512 + 32 and FK.stage_bytes(192) == 41 * 1024
     assert FK.sb_offset(192) % 128 == 0 and FK.sb_offset(192) + FK.SB_PITCH + 16 <= FK.stage_bytes(192)
+    assert FK.sb_boxes(128) == FK.sb_boxes(64) == 0 and FK.stage_tx(64) == 128 * 128 + 64 * 128 + 512
     assert FK.max_stages(128, H200_SMEM) == 6 and FK.block_shared_bytes(128, 6) <= H200_SMEM
     assert FK.stage_bytes(64) == 25 * 1024 and FK.max_stages(64, H200_SMEM) == 9
     assert FK.PRODUCER_REGS * 128 + FK.CONSUMER_REGS * 256 <= FK.REGISTER_FILE
