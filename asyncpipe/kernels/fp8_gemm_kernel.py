@@ -16,7 +16,7 @@ per 128 x 128 block (``sb``, ceil(N/128) x ceil(K/128), row-major). The host sid
     └── warpgroups 1 and 2, the consumers: setmaxnreg.inc 232; each owns 64 rows of the tile:
           consumer_wait(full, st)
           4 x wgmma m64nBNk32 e4m3 into acc_blk            scale-d 0 on the first: a fresh fp32 block sum
-          commit; syncwarp -> consumer_release(the last k-block's slot)   its mmas and scale reads are done,
+          commit; syncwarp -> release(the last k-block's slot)            its mmas and scale reads are done,
                                                            and releasing it here keeps the release off the path
                                                            from the promotion to these mmas (LATE_RELEASE)
           read the thread's two row scales and B's from the stage; poll the next slot's full barrier (POLL: the wait
