@@ -12,15 +12,16 @@ per 128 x 128 block (``sb``, ceil(N/128) x ceil(K/128), row-major). The host sid
     │             multicast to the CN CTAs of the cluster's row that use the same A rows
     │     TMA B   its 1/CM of the tile's BN rows x 128 K (128B swizzle), multicast to the CM CTAs of its column
     │     TMA sa  this k-block's 128 row scales (one 512-byte box of the K-block-major scales)
-    │     TMA sb  the 16-byte box of flat sb that holds the tile's B scale of this k-block (two at 192 wide)
+    │     TMA sb  at 192 wide: the 16-byte boxes of flat sb that hold the tile's two B scales of this k-block
     └── warpgroups 1 and 2, the consumers: setmaxnreg.inc 232; each owns 64 rows of the tile:
+          at most 128 wide: sb_k = shfl(lane kb % 32 of the warp's chunk of sb), loaded a chunk ahead
           consumer_wait(full, st)
           4 x wgmma m64nBNk32 e4m3 into acc_blk            scale-d 0 on the first: a fresh fp32 block sum
           commit; syncwarp -> release(the last k-block's slot)            its mmas and scale reads are done,
                                                            and releasing it here keeps the release off the path
                                                            from the promotion to these mmas (LATE_RELEASE)
-          read the thread's two row scales and B's from the stage; poll the next slot's full barrier (POLL: the wait
-          before the next mmas is then skipped, as cuBLAS orders it)
+          read the thread's two row scales (at 192 wide, B's two too) from the stage; poll the next slot's full
+          barrier (POLL: the wait before the next mmas is then skipped, as cuBLAS orders it)
           wgmma.wait_group 0
           acc += acc_blk * (sa[row, kb] * sb_k)            the promotion, in fp32 registers (FFMA); a 192-wide
                                                            tile takes each column's block's scale
@@ -28,14 +29,16 @@ per 128 x 128 block (``sb``, ceil(N/128) x ceil(K/128), row-major). The host sid
           stores that drain during the next tile (EPI_TMA), or straight from registers predicated on row < M
           (with K slices: the sums into the workspace, and the tile's last slice adds them and stores D)
 
-**B's scales through the ring.** The producer loads, with each k-block, the 16-byte box of flat sb that holds the
-tile's B scale (TMA's boxes start on 16-byte boundaries: the scale is word (row + kb) % 4 of it), two at 192 wide,
-into the stage past sa; the full barrier counts their bytes with the operands'. The consumers read it with one
-shared load after the wait they make for the operands, every lane the same word. Until 2026-12-07 each warp held 32
-k-blocks' scales, one a lane, loaded a chunk ahead and read with shfl: that bookkeeping, and the address of its
-loads, cost 34 SASS instructions a k-block at 192 wide (199 against 165 now), 21 at 128 without DACC (149 / 128),
-24 at 64 (191 / 167). (fp8-sbring did this by cp.async, which compute-sanitizer's racecheck and synccheck objected
-to.) sb must start on a 16-byte boundary.
+**B's scales.** At 192 wide (``sb_by_tma``) the producer loads, with each k-block, the 16-byte boxes of flat sb
+that hold the tile's two B scales (TMA's boxes start on 16-byte boundaries: the scale is word (row + kb) % 4 of its
+box) into the stage past sa, counted by the full barrier, and the consumers read them with a shared load each after
+their wait (sb must then start on a 16-byte boundary). At most 128 wide each consumer warp holds 32 k-blocks' scales,
+one a lane, loaded a chunk ahead and read with shfl (``b_scales_from_chunk``). Measured on an H100 on 2026-12-07
+(bench/h100_fp8_ab_b_scales_2026-12-07.json, interleaved processes against the chunks everywhere): the boxes take 34
+SASS instructions out of the 192-wide k-loop (199 -> 165) and run 0.8 % faster at 4096 x 24576 x 1536, 0.6 % at
+4096 x 2112 x 7168 and 0.3-3 % at 8192^3; at 128 wide the same boxes ran 6-9 % slower at 4096^3 and 4-6 % at
+4096 x 7168 x 2048, and so did the scales stored into the stage by the producer thread (4 %), or main's kernel
+given one more 512-byte TMA load a stage (3 %): there a stage's loads have no time to spare.
 
 **The late release.** A slot is handed back after the next k-block's mmas are issued, not right after its own
 mmas complete: the release (a branch and up to three cluster arrivals by lane 0) then runs while the tensor core
@@ -259,12 +262,13 @@ def epilogue_chunks(block_n: int) -> int:
 
 # ------------------------------------------------------------------------------------------------
 # The kernel. Compile-time constants (unrolled): BN, N2 (BN / 2 accumulators), STAGES, MMA (the e4m3 wgmma of
-# N = BN), STAGE_BYTES, STAGE_TX, SB_OFF, SB_PITCH, A_BYTES, A_ROWS, B_BYTES, CM, CN, KSPLIT, KSLICES, HOLDERS, EPI_TMA, EPI_BUFS,
-# EPI_CHUNKS, REDUCE_BYTES (``kernel_constants``).
+# N = BN), STAGE_BYTES, STAGE_TX, SB_TMA, SB_OFF, SB_PITCH, A_BYTES, A_ROWS, B_BYTES, CM, CN, KSPLIT, KSLICES, HOLDERS,
+# EPI_TMA, EPI_BUFS, EPI_CHUNKS, REDUCE_BYTES (``kernel_constants``).
 # Arguments: tensor maps of A (M x K e4m3 as uint8), B (N x K), the scales of A (ceil(K/128) x M fp32 view), B's
-# scales (flat ceil(N/128) x k_blocks fp32, boxes of SB_BOX) and D (M x N bf16, boxes of 16 x 64: the TMA
-# epilogue's; A's map stands in with the direct one); d: D's bf16 pairs as uint32, flat M x N / 2 (the direct epilogue's); ws and counters:
-# k_slices' workspace (``workspace_words``) and one counter per sliced CTA tile, zero before the launch and after
+# scales (SB_TMA: flat ceil(N/128) x k_blocks fp32, boxes of SB_BOX; A's map stands in below 192 wide) and D (M x N
+# bf16, boxes of 16 x 64: the TMA epilogue's; A's map stands in with the direct one); sb flat (the chunks' below 192
+# wide); d: D's bf16 pairs as uint32, flat M x N / 2 (the direct epilogue's); ws and counters: k_slices' workspace
+# (``workspace_words``) and one counter per sliced CTA tile, zero before the launch and after
 # it; M, N, K; tiles_m, tiles_n: cluster tiles; whole: the tiles walked whole before the sliced ones (KSLICES > 1).
 # ------------------------------------------------------------------------------------------------
 @cuda.jit(device=True, inline="always")
@@ -777,8 +781,8 @@ def make_kernel(**config):
 
 
 def kernel_argtypes():
-    """numba argument types: five tensor maps (A, B, A's scales, B's scales flat, D), D (uint32 bf16 pairs,
-    flat), k_slices' workspace (float32) and counters (int32, one per sliced CTA tile), M, N, K, tiles_m, tiles_n,
+    """numba argument types: five tensor maps (A, B, A's scales, B's scales flat, D), sb (float32, flat), D (uint32
+    bf16 pairs, flat), k_slices' workspace (float32) and counters (int32, one per sliced CTA tile), M, N, K, tiles_m, tiles_n,
     whole (the cluster tiles walked whole before the sliced ones)."""
     from numba import types
 
