@@ -9,7 +9,8 @@
   ``ld >= M`` a multiple of 4 (16 bytes). ``quantize_fp8_rowwise_blocks`` returns it so; from a KB x ld
   buffer ``fp8_quant.scales_view(buffer, M)`` makes it (torch: ``buffer.t()[:M]``).
 - ``b``: N x K e4m3 (K-major: row n holds B[n, :], the ``B^T`` of ``D = A B``), row-major.
-- ``sb``: fp32, ceil(N/128) x ceil(K/128), row-major: one scale per 128 x 128 block of B.
+- ``sb``: fp32, ceil(N/128) x ceil(K/128), row-major: one scale per 128 x 128 block of B; at block_n 192 starting
+  on a 16-byte boundary (the kernel loads it by TMA there).
 - ``out``: M x N bf16 (a torch bfloat16 tensor, or its bits in a uint16/int16 array); allocated when None.
 
 Any M >= 1, N a multiple of 8 and K of 16: partial tiles and k-blocks are handled (TMA zero-fills them). The kernel is
@@ -85,10 +86,12 @@ def check_fp8_gemm(a_shape, a_dtype, sa_shape, sa_strides, sa_dtype, b_shape, b_
         check(contiguous[name], API, f"{name} must be C-contiguous (row-major, unit stride)", f"a strided {name}")
     check(epilogue in FK.EPILOGUES, API, f"epilogue must be one of {FK.EPILOGUES}", repr(epilogue))
     tma_epilogue = epilogue == "tma"
-    for name, align in (("A", TMA_ALIGN), ("B", TMA_ALIGN), ("sa", TMA_ALIGN), ("sb", SCALE_ITEM),
+    sb_tma = block_n in FK.BLOCK_NS and FK.sb_by_tma(block_n)      # B's scales by TMA at 192 wide
+    for name, align in (("A", TMA_ALIGN), ("B", TMA_ALIGN), ("sa", TMA_ALIGN), ("sb", TMA_ALIGN if sb_tma else SCALE_ITEM),
                         ("D", TMA_ALIGN if tma_epilogue else 4)):
         addr = addresses[name]
         check(addr % align == 0, API, f"{name} must start on a {align}-byte boundary" +
+              (f" at block_n {block_n}" if name == "sb" and sb_tma else "") +
               (" (TMA's global address rule)" if align == TMA_ALIGN else ""),
               f"address {addr:#x} ({addr % align} bytes past one)", _SRC_TMA if align == TMA_ALIGN else None)
     check(block_n in FK.BLOCK_NS, API, f"block_n must be one of {FK.BLOCK_NS} (tile widths whose B scales the promotion selects)",
@@ -382,6 +385,8 @@ def _plan(a, sa, b, sb, out, stages, block_n, cluster, split_k, k_slices, tail_s
     tma_a = cached_tensor_map(aa, (FK.a_rows(split_k) // cn, FK.BK), dtype="uint8", swizzle="128B")
     tma_b = cached_tensor_map(ba, (block_n // cm, FK.BK), dtype="uint8", swizzle="128B")
     tma_sa = cached_tensor_map(sa_t, (1, FK.BM), dtype="float32")
+    # B's scales by TMA at 192 wide, 16-byte boxes of flat sb (A's map stands in below, where the warps load chunks)
+    tma_sb = cached_tensor_map(sba.reshape(sba.size), (FK.SB_BOX,), dtype="float32") if FK.sb_by_tma(block_n) else tma_a
     # D's boxes: a warp's 16 rows x 64 bf16 columns (one 128-byte swizzle row); A's map stands in for "direct"
     tma_d = cached_tensor_map(da, (FK.EPI_WARP_ROWS, FK.EPI_COLS), dtype="bfloat16", swizzle="128B") if bufs else tma_a
     # cluster tiles (CM * 128) x (CN * block_n); persistent: as many clusters as the GPU holds at once
@@ -394,7 +399,7 @@ def _plan(a, sa, b, sb, out, stages, block_n, cluster, split_k, k_slices, tail_s
                   shared_mem=FK.shared_bytes(block_n, int(stages), split_k, bufs), stream=stream)
 
     def arguments(whole, ws, counters):
-        return (tma_a, tma_b, tma_sa, tma_d, sba.reshape(sba.size), words, ws, counters, np.int32(M), np.int32(N),
+        return (tma_a, tma_b, tma_sa, tma_sb, tma_d, sba.reshape(sba.size), words, ws, counters, np.int32(M), np.int32(N),
                 np.int32(K), np.int32(tiles_m), np.int32(tiles_n), np.int32(whole))
 
     # the walk: the tiles of the full rounds on the resident clusters whole, then the sliced ones (tail_coords)
@@ -404,7 +409,7 @@ def _plan(a, sa, b, sb, out, stages, block_n, cluster, split_k, k_slices, tail_s
     ws, counters = slice_workspace((tiles - whole) * size, block_n, slices, split_k)
     args = arguments(whole, ws, counters)
     grid = persistent_grid(kernel, whole + (tiles - whole) * slices, FK.THREADS, *args, **launch, resident=resident)
-    return prepare_launch(kernel, grid, FK.THREADS, *args, **launch, keep=(tma_a, tma_b, tma_sa, tma_d, ws, counters))
+    return prepare_launch(kernel, grid, FK.THREADS, *args, **launch, keep=(tma_a, tma_b, tma_sa, tma_sb, tma_d, ws, counters))
 
 
 # ------------------------------------------------------------------------------------------------

@@ -12,21 +12,33 @@ per 128 x 128 block (``sb``, ceil(N/128) x ceil(K/128), row-major). The host sid
     │             multicast to the CN CTAs of the cluster's row that use the same A rows
     │     TMA B   its 1/CM of the tile's BN rows x 128 K (128B swizzle), multicast to the CM CTAs of its column
     │     TMA sa  this k-block's 128 row scales (one 512-byte box of the K-block-major scales)
+    │     TMA sb  at 192 wide: the 16-byte boxes of flat sb that hold the tile's two B scales of this k-block
     └── warpgroups 1 and 2, the consumers: setmaxnreg.inc 232; each owns 64 rows of the tile:
-          sb_k = shfl(lane kb % 32 of the warp's chunk of sb)  32 k-blocks' scales a warp, loaded a chunk ahead
+          at most 128 wide: sb_k = shfl(lane kb % 32 of the warp's chunk of sb), loaded a chunk ahead
           consumer_wait(full, st)
           4 x wgmma m64nBNk32 e4m3 into acc_blk            scale-d 0 on the first: a fresh fp32 block sum
           commit; syncwarp -> release(the last k-block's slot)            its mmas and scale reads are done,
                                                            and releasing it here keeps the release off the path
                                                            from the promotion to these mmas (LATE_RELEASE)
-          read the thread's two row scales from the stage; poll the next slot's full barrier (POLL: the wait
-          before the next mmas is then skipped, as cuBLAS orders it)
+          read the thread's two row scales (at 192 wide, B's two too) from the stage; poll the next slot's full
+          barrier (POLL: the wait before the next mmas is then skipped, as cuBLAS orders it)
           wgmma.wait_group 0
           acc += acc_blk * (sa[row, kb] * sb_k)            the promotion, in fp32 registers (FFMA); a 192-wide
                                                            tile takes each column's block's scale
           after the last k-block: D = bf16(acc), each warp's 16 rows into 128B-swizzled staging and out by TMA
           stores that drain during the next tile (EPI_TMA), or straight from registers predicated on row < M
           (with K slices: the sums into the workspace, and the tile's last slice adds them and stores D)
+
+**B's scales.** At 192 wide (``sb_by_tma``) the producer loads, with each k-block, the 16-byte boxes of flat sb
+that hold the tile's two B scales (TMA's boxes start on 16-byte boundaries: the scale is word (row + kb) % 4 of its
+box) into the stage past sa, counted by the full barrier, and the consumers read them with a shared load each after
+their wait (sb must then start on a 16-byte boundary). At most 128 wide each consumer warp holds 32 k-blocks' scales,
+one a lane, loaded a chunk ahead and read with shfl (``b_scales_from_chunk``). Measured on an H100 on 2026-12-07
+(bench/h100_fp8_ab_b_scales_2026-12-07.json, interleaved processes against the chunks everywhere): the boxes take 34
+SASS instructions out of the 192-wide k-loop (199 -> 165) and run 0.8 % faster at 4096 x 24576 x 1536, 0.6 % at
+4096 x 2112 x 7168 and 0.3-3 % at 8192^3; at 128 wide the same boxes ran 6-9 % slower at 4096^3 and 4-6 % at
+4096 x 7168 x 2048, and so did the scales stored into the stage by the producer thread (4 %), or main's kernel
+given one more 512-byte TMA load a stage (3 %): there a stage's loads have no time to spare.
 
 **The late release.** A slot is handed back after the next k-block's mmas are issued, not right after its own
 mmas complete: the release (a branch and up to three cluster arrivals by lane 0) then runs while the tensor core
@@ -134,7 +146,11 @@ REGISTER_FILE = 65536
 SMEM_ALIGN = W.SWIZZLE_ATOM_BYTES["128B"]   # 128B-swizzled tiles start on 1024-byte boundaries
 BARRIER_BYTES = 8
 MIN_STAGES, MAX_STAGES = 2, 12     # 12: 64-wide tiles with split_k 2 (17 KB stages)
-SB_CHUNK = 32                       # B's scales a warp holds at once: one per lane (and k-block)
+SB_CHUNK = 32                       # at most 128 wide: B's scales a warp holds at once, one per lane (and k-block)
+SB_BOX = 4                          # B's scales a TMA box of flat sb holds: 16 bytes, TMA's least, starting on a
+                                    # 16-byte boundary (constants.TMA_COORD_ALIGN): the k-block's scale is word
+                                    # (row + kb) % 4 of it (the others, neighbours' or zeros past sb, go unread)
+SB_PITCH = 128                      # the second box of a 192-wide tile's stage: TMA writes to 128-byte boundaries
 DACC_MAX_BLOCK_N = 128              # two block sums and the promoted sums: 3 x 64 fp32 registers a thread at 128
 FULL_MASK = 0xFFFFFFFF
 CLUSTERS = ((1, 1), (2, 1), (1, 2), (2, 2))  # (CM, CN): CTAs of a cluster along M (sharing B) and N (sharing A)
@@ -174,14 +190,34 @@ def b_bytes(block_n: int) -> int:
     return block_n * BK * ELEM_BYTES
 
 
-def stage_tx(block_n: int, ksplit: int = 1) -> int:
-    """The bytes TMA delivers into one stage: A, B and the 128 scales of A."""
+def sb_by_tma(block_n: int) -> bool:
+    """Whether B's scales come through the ring by TMA: at 192 wide (two 16-byte boxes a stage). At most 128 wide
+    the consumer warps read them from chunks of their own (SB_CHUNK): one more TMA load a stage costs more there
+    than the chunks' bookkeeping (an H100, 2026-12-07, bench/h200.md)."""
+    return block_n > SCALE_BLOCK
+
+
+def sb_boxes(block_n: int) -> int:
+    """B's scale boxes a stage holds: two at 192 wide (a tile meets two 128-blocks of B's rows), none below."""
+    return 2 if sb_by_tma(block_n) else 0
+
+
+def sb_offset(block_n: int, ksplit: int = 1) -> int:
+    """Where a stage's B scales start: past A, B and sa (512 bytes past a multiple of 1024: 128-byte aligned)."""
     return a_bytes(ksplit) + b_bytes(block_n) + SA_BYTES
 
 
+def stage_tx(block_n: int, ksplit: int = 1) -> int:
+    """The bytes TMA delivers into one stage: A, B, the 128 scales of A and B's scale box(es)."""
+    return a_bytes(ksplit) + b_bytes(block_n) + SA_BYTES + sb_boxes(block_n) * SB_BOX * SCALE_BYTES
+
+
 def stage_bytes(block_n: int, ksplit: int = 1) -> int:
-    """One stage: A | B | sa, rounded up to 1024 bytes so that the next stage's A starts on a swizzle atom."""
-    return -(-stage_tx(block_n, ksplit) // SMEM_ALIGN) * SMEM_ALIGN
+    """One stage: A | B | sa | sb, rounded up to 1024 bytes so that the next stage's A starts on a swizzle atom
+    (sb's boxes fit in the slack the rounding leaves at every width)."""
+    end = sb_offset(block_n, ksplit) + (sb_boxes(block_n) - 1) * SB_PITCH + SB_BOX * SCALE_BYTES if \
+        sb_boxes(block_n) else stage_tx(block_n, ksplit)
+    return -(-end // SMEM_ALIGN) * SMEM_ALIGN
 
 
 def reduce_bytes(block_n: int, ksplit: int = 1) -> int:
@@ -226,12 +262,13 @@ def epilogue_chunks(block_n: int) -> int:
 
 # ------------------------------------------------------------------------------------------------
 # The kernel. Compile-time constants (unrolled): BN, N2 (BN / 2 accumulators), STAGES, MMA (the e4m3 wgmma of
-# N = BN), STAGE_BYTES, STAGE_TX, A_BYTES, A_ROWS, B_BYTES, CM, CN, KSPLIT, KSLICES, HOLDERS, EPI_TMA, EPI_BUFS,
-# EPI_CHUNKS, REDUCE_BYTES (``kernel_constants``).
-# Arguments: tensor maps of A (M x K e4m3 as uint8), B (N x K), the scales of A (ceil(K/128) x M fp32 view) and
-# D (M x N bf16, boxes of 16 x 64: the TMA epilogue's; A's map stands in with the direct one); sb flat
-# (ceil(N/128) x k_blocks); d: D's bf16 pairs as uint32, flat M x N / 2 (the direct epilogue's); ws and counters:
-# k_slices' workspace (``workspace_words``) and one counter per sliced CTA tile, zero before the launch and after
+# N = BN), STAGE_BYTES, STAGE_TX, SB_TMA, SB_OFF, SB_PITCH, A_BYTES, A_ROWS, B_BYTES, CM, CN, KSPLIT, KSLICES, HOLDERS,
+# EPI_TMA, EPI_BUFS, EPI_CHUNKS, REDUCE_BYTES (``kernel_constants``).
+# Arguments: tensor maps of A (M x K e4m3 as uint8), B (N x K), the scales of A (ceil(K/128) x M fp32 view), B's
+# scales (SB_TMA: flat ceil(N/128) x k_blocks fp32, boxes of SB_BOX; A's map stands in below 192 wide) and D (M x N
+# bf16, boxes of 16 x 64: the TMA epilogue's; A's map stands in with the direct one); sb flat (the chunks' below 192
+# wide); d: D's bf16 pairs as uint32, flat M x N / 2 (the direct epilogue's); ws and counters: k_slices' workspace
+# (``workspace_words``) and one counter per sliced CTA tile, zero before the launch and after
 # it; M, N, K; tiles_m, tiles_n: cluster tiles; whole: the tiles walked whole before the sliced ones (KSLICES > 1).
 # ------------------------------------------------------------------------------------------------
 @cuda.jit(device=True, inline="always")
@@ -242,20 +279,25 @@ def slice_k_blocks(k_slice, k_blocks, slices):
 
 
 @kernel_part
-def b_scales():
-    """B's scale of k-block ``kb`` (``sb_k``; ``sb_k2``, the next 128-block's, at 192 wide) from the warp's chunk of
-    32 k-blocks' scales, one a lane, read with shfl; the next chunk asked for a chunk ahead, so that the load's
-    latency is paid once every 32 k-blocks."""
+def b_scales_from_chunk():
+    """At most 128 wide: B's scale of k-block ``kb`` (``sb_k``) from the warp's chunk of SB_CHUNK k-blocks' scales,
+    one a lane, read with shfl; the next chunk asked for a chunk ahead, so that the load's latency is paid once every
+    32 k-blocks."""
     j = (kb - kb_lo) & (SB_CHUNK - 1)               # chunks start at the slice's first k-block
     if j == 0 and kb > kb_lo:                       # the chunk asked for 31 k-blocks ago
         sb_cur = sb_nxt
-        sb_cur2 = sb_nxt2
     if j == 1 and kb - 1 + SB_CHUNK < kb_hi:
         sb_nxt = sb_chunk(sb_row, kb - 1 + SB_CHUNK)
-        if BN > SCALE_BLOCK:
-            sb_nxt2 = sb_chunk(sb_row2, kb - 1 + SB_CHUNK)
     sb_k = cuda.shfl_sync(FULL_MASK, sb_cur, j)
-    sb_k2 = cuda.shfl_sync(FULL_MASK, sb_cur2, j) if BN > SCALE_BLOCK else float32(0.0)
+
+
+@kernel_part
+def b_scales_from_stage():
+    """At 192 wide: B's scales of slot ``st``'s k-block ``kb`` (``sb_k``, and ``sb_k2``, the next 128-block's) from
+    the stage's two boxes, once its data is in: a shared load each, the same word for every lane."""
+    sb_word = sb_word0 + st.stage * (STAGE_BYTES // SCALE_BYTES)
+    sb_k = smem_f32[sb_word + ((sb_row + kb) & (SB_BOX - 1))]
+    sb_k2 = smem_f32[sb_word + SB_PITCH // SCALE_BYTES + ((sb_row2 + kb) & (SB_BOX - 1))]
 
 
 @kernel_part
@@ -285,7 +327,7 @@ def issue_mmas():
 def issue_k_block():
     """DACC: k-block ``kb``'s mmas into block sum ``h`` (acc_blk or acc_blk1), and its scales (p or r) read from
     its slot, ``held`` or ``held1``, which goes back after its mmas."""
-    splice(b_scales)
+    splice(b_scales_from_chunk)
     splice(issue_mmas)
     sa_word = sa_word0 + st.stage * (STAGE_BYTES // SCALE_BYTES)
     if h == 0:
@@ -301,8 +343,8 @@ def issue_k_block():
         ready = ptx.mbarrier_test_wait_parity(ptx.addr(full, st.stage), st.phase) != 0
 
 
-def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_d, sb, d, ws, counters, M, N, K, tiles_m, tiles_n, whole):
-    smem = cuda.shared.array(0, uint8)               # STAGES x (A | B | sa), aligned below
+def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_sb, tma_d, sb, d, ws, counters, M, N, K, tiles_m, tiles_n, whole):
+    smem = cuda.shared.array(0, uint8)               # STAGES x (A | B | sa | sb), aligned below
     smem_f32 = cuda.shared.array(0, float32)         # the same dynamic shared memory, as fp32 (the scales)
     smem_u32 = cuda.shared.array(0, uint32)          # ... and as 32-bit words (the TMA epilogue's bf16 pairs)
     full = cuda.shared.array(STAGES, uint64)
@@ -335,6 +377,15 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_d, sb, d, ws, counters, M, N, K, t
             return int32(lo), int32(hi)
         return int32(0), int32(k_blocks)
 
+    def sb_rows(tile_n):
+        """The offsets in flat sb of the rows of B's scales that tile ``tile_n``'s columns meet: BN <= 128 divides
+        128, one row (a tile past N reads the last row's); a 192-wide tile (n0 a multiple of 64) meets two 128-blocks
+        of B's rows: columns below ``split`` are the first's, the rest the next's (the last block's where that lies
+        past N)."""
+        n0 = (tile_n * CN + rank_n) * BN
+        return ((min(n0, N - 1) // SCALE_BLOCK) * k_blocks,
+                (min(n0 + SCALE_BLOCK - n0 % SCALE_BLOCK, N - 1) // SCALE_BLOCK) * k_blocks)
+
     # ---- prologue: the ring's barriers, visible to TMA and to the cluster --------------------------
     if tid == 0:
         # full: the producer arrives once (plus the bytes); empty: each consumer warp of every CTA that
@@ -353,6 +404,8 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_d, sb, d, ws, counters, M, N, K, t
             ptx.fence_proxy_tensormap_generic_acquire_sys(ptx.addr(tma_a, 0))   # the host wrote the maps
             ptx.fence_proxy_tensormap_generic_acquire_sys(ptx.addr(tma_b, 0))
             ptx.fence_proxy_tensormap_generic_acquire_sys(ptx.addr(tma_sa, 0))
+            if SB_TMA:
+                ptx.fence_proxy_tensormap_generic_acquire_sys(ptx.addr(tma_sb, 0))
             st = pipeline_state(0, 0)
             unit = cluster                                   # units cluster, + clusters, ... (tail_coords)
             while unit < units:
@@ -360,9 +413,10 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_d, sb, d, ws, counters, M, N, K, t
                 m0 = (tm * CM + rank_m) * BM
                 n0 = (tn * CN + rank_n) * BN
                 kb_lo, kb_hi = k_range(ks, slot)
+                sb_row, sb_row2 = sb_rows(tn)
                 for kb in range(kb_lo, kb_hi):
                     producer_acquire(empty, st)                      # free in every CTA this one writes into
-                    producer_commit(full, st, STAGE_TX)              # A + B + sa of this k-block, from all
+                    producer_commit(full, st, STAGE_TX)              # A + B + sa + sb of this k-block, from all
                     a_off = pad + st.stage * STAGE_BYTES
                     bar = ptx.addr(full, st.stage)
                     a_dst = ptx.addr(smem, a_off + rank_n * A_SHARE_BYTES)
@@ -382,6 +436,11 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_d, sb, d, ws, counters, M, N, K, t
                     # the scales: row kb of the K-block-major view, columns m0 .. m0 + 127 (zeros past M)
                     ptx.cp_async_bulk_tensor_2d_shared_global(ptx.addr(smem, a_off + A_BYTES + B_BYTES),
                                                               ptx.addr(tma_sa, 0), m0, kb, bar)
+                    if SB_TMA:  # B's scales: the 16-byte boxes of flat sb that hold the k-block's (each CTA its own)
+                        ptx.cp_async_bulk_tensor_1d_shared_global(ptx.addr(smem, a_off + SB_OFF), ptx.addr(tma_sb, 0),
+                                                                  (sb_row + kb) & ~(SB_BOX - 1), bar)
+                        ptx.cp_async_bulk_tensor_1d_shared_global(ptx.addr(smem, a_off + SB_OFF + SB_PITCH),
+                                                                  ptx.addr(tma_sb, 0), (sb_row2 + kb) & ~(SB_BOX - 1), bar)
                     st = advance(st, STAGES)
                 unit += clusters
     else:
@@ -422,27 +481,21 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_d, sb, d, ws, counters, M, N, K, t
         acc = cuda.local.array(N2, float32)          # the promoted fp32 sums: registers (constant indices)
         acc_blk = cuda.local.array(N2, float32)      # one k-block's wgmma sums
         acc_blk1 = cuda.local.array(N2 if DACC else 1, float32)   # DACC: the other k-block's
-        # B's scales, a chunk of SB_CHUNK k-blocks at a time: lane i holds k-block (chunk + i)'s, and the warp reads
-        # the k-block's with shfl. A chunk is loaded a chunk ahead, at the chunk's second k-block, and a tile's first
-        # chunk at the end of the tile before: a load per k-block, even one k-block ahead, had ptxas move its value
-        # into a uniform register right after the load, before the block's wgmmas, which then waited for an L2 round
-        # trip every k-block (and a load issued where a chunk starts shares a scoreboard with the copy of the last).
-        # BN <= 128 divides 128: one B scale per tile and k-block (a tile past N reads the last row's); a 192-wide
-        # tile (n0 a multiple of 64) meets two 128-blocks of B's rows: columns below `split` are the first's, the
-        # rest the next's (the last block's where that lies past N)
-        def sb_rows(tile_n):
-            n0 = (tile_n * CN + rank_n) * BN
-            return ((min(n0, N - 1) // SCALE_BLOCK) * k_blocks,
-                    (min(n0 + SCALE_BLOCK - n0 % SCALE_BLOCK, N - 1) // SCALE_BLOCK) * k_blocks)
-
-        def sb_chunk(row, first):
-            return sb[row + first + lane] if first + lane < k_blocks else float32(0.0)
-
         # stage 0's operands (a stage's are STAGE_BYTES further: advance_descriptor) and scales of rows row_t, + 8
         a_desc0 = W.matrix_descriptor(base + pad + row_wg * W.SWIZZLE_128B_ROW_BYTES, W.K_MAJOR_128B_LBO,
                                       W.K_MAJOR_128B_SBO, W.SWIZZLE_128B, 0)
         b_desc0 = W.matrix_descriptor(base + pad + A_BYTES, W.K_MAJOR_128B_LBO, W.K_MAJOR_128B_SBO, W.SWIZZLE_128B, 0)
         sa_word0 = (pad + A_BYTES + B_BYTES) // SCALE_BYTES + row_t
+        sb_word0 = (pad + SB_OFF) // SCALE_BYTES     # SB_TMA: the stage's B scales
+
+        # At most 128 wide, B's scales a chunk of SB_CHUNK k-blocks at a time: lane i holds k-block (chunk + i)'s, and
+        # the warp reads the k-block's with shfl. A chunk is loaded a chunk ahead, at the chunk's second k-block, and a
+        # tile's first chunk at the end of the tile before: a load per k-block, even one k-block ahead, had ptxas move
+        # its value into a uniform register right after the load, before the block's wgmmas, which then waited for an
+        # L2 round trip every k-block (and a load issued where a chunk starts shares a scoreboard with the copy of the
+        # last).
+        def sb_chunk(row, first):
+            return sb[row + first + lane] if first + lane < k_blocks else float32(0.0)
         st = pipeline_state(0, 0)
 
         def stage_descriptors(st):
@@ -458,8 +511,7 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_d, sb, d, ws, counters, M, N, K, t
             ptx.bar_arrive(TURN, 2 * W.WARPGROUP_THREADS)     # warpgroup 1 issues first
         kb_lo, kb_hi = k_range(ks, slot)
         sb_row, sb_row2 = sb_rows(tn)
-        sb_cur = sb_chunk(sb_row, kb_lo)
-        sb_cur2 = sb_chunk(sb_row2, kb_lo) if BN > SCALE_BLOCK else float32(0.0)
+        sb_cur = float32(0.0) if SB_TMA else sb_chunk(sb_row, kb_lo)
         while unit < units:
             m0 = (tm * CM + rank_m) * BM
             n0 = (tn * CN + rank_n) * BN
@@ -467,11 +519,10 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_d, sb, d, ws, counters, M, N, K, t
             cta_slot = slot * CLUSTER + rank                 # its CTA's counter and part of the workspace
             k_slice = ks
             split = SCALE_BLOCK - n0 % SCALE_BLOCK
-            sb_nxt = float32(0.0)
-            sb_nxt2 = float32(0.0)
             for i in unroll(N2, llvm=LLVM_LOOPS, nest=8):
                 acc[i] = float32(0.0)
             held = st                                # the slot of the last k-block, released after the next's mmas
+            sb_nxt = float32(0.0)
             first = kb_lo + int32(KSPLIT == 2 and (st.stage & uint32(1)) != parity)   # the unit's first k-block here
             if DACC:
                 # k-blocks in pairs, the first into acc_blk and the second into acc_blk1: the first's promotion
@@ -502,7 +553,8 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_d, sb, d, ws, counters, M, N, K, t
                         acc[i] += acc_blk[i] * (p1 if (i >> 1) & 1 else p0)
             else:
                 for kb in range(kb_lo, kb_hi):
-                    splice(b_scales)
+                    if not SB_TMA:
+                        splice(b_scales_from_chunk)
                     if KSPLIT == 2 and (st.stage & uint32(1)) != parity:
                         # the other warpgroup's slot: each waits only on its own (STAGES is even), so that no slot's
                         # barrier runs two phases past a warpgroup (a parity wait cannot tell phase p from p + 2)
@@ -514,6 +566,8 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_d, sb, d, ws, counters, M, N, K, t
                         if kb > first:                   # the last k-block's slot goes back now that this one's mmas
                             release(held)                # are queued: off the path from its promotion to these mmas (its
                         held = st                        # mmas and scale reads are done: wait_group 0 and the promotion)
+                    if SB_TMA:
+                        splice(b_scales_from_stage)
                     sa_word = sa_word0 + st.stage * (STAGE_BYTES // SCALE_BYTES)
                     sa0 = smem_f32[sa_word]              # the scales of rows row_t and row_t + 8
                     sa1 = smem_f32[sa_word + 8]
@@ -554,15 +608,13 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_d, sb, d, ws, counters, M, N, K, t
                 if LATE_RELEASE and first < kb_hi:       # the unit's last slot
                     release(held)
 
-            # the next unit's first chunk of B's scales, in flight during this tile's epilogue
             unit += clusters
             tm, ks, tn, slot = walk(unit)
             tiles_done += 1
             kb_lo, kb_hi = k_range(ks, slot)
             sb_row, sb_row2 = sb_rows(tn)
-            sb_cur = sb_chunk(sb_row, kb_lo)
-            if BN > SCALE_BLOCK:
-                sb_cur2 = sb_chunk(sb_row2, kb_lo)
+            if not SB_TMA:                           # the next unit's first chunk, in flight during the epilogue
+                sb_cur = sb_chunk(sb_row, kb_lo)
 
             if KSPLIT == 2:
                 # ---- the two warpgroups' halves of K meet: warpgroup 2's sums, thread by thread, into warpgroup
@@ -710,7 +762,8 @@ def kernel_constants(block_n=128, stages=6, cluster=(1, 1), llvm_loops=True, ksp
     mma = getattr(ptx, f"wgmma_mma_async_sync_aligned_m64n{block_n}k32_f32_e4m3_e4m3_ss")
     col_mask = sum(1 << (j * cm) for j in range(cn))       # ranks (0, j): the CTAs of rank_m 0's cluster row
     return dict(BN=block_n, N2=W.accumulators(block_n), STAGES=stages, MMA=mma,
-                STAGE_BYTES=stage_bytes(block_n, ksplit), STAGE_TX=stage_tx(block_n, ksplit), A_BYTES=a_bytes(ksplit),
+                STAGE_BYTES=stage_bytes(block_n, ksplit), STAGE_TX=stage_tx(block_n, ksplit),
+                SB_OFF=sb_offset(block_n, ksplit), SB_PITCH=SB_PITCH, SB_TMA=sb_by_tma(block_n), A_BYTES=a_bytes(ksplit),
                 A_ROWS=a_rows(ksplit), B_BYTES=b_bytes(block_n), SMEM_ALIGN=SMEM_ALIGN, CM=cm, CN=cn,
                 CLUSTER=cm * cn, PEERS=cm + cn - 1, A_SHARE_BYTES=a_bytes(ksplit) // cn,
                 B_SHARE_BYTES=b_bytes(block_n) // cm,
@@ -728,14 +781,14 @@ def make_kernel(**config):
 
 
 def kernel_argtypes():
-    """numba argument types: four tensor maps (A, B, A's scales, D), sb (float32, flat), D (uint32 bf16 pairs,
-    flat), k_slices' workspace (float32) and counters (int32, one per sliced CTA tile), M, N, K, tiles_m, tiles_n,
+    """numba argument types: five tensor maps (A, B, A's scales, B's scales flat, D), sb (float32, flat), D (uint32
+    bf16 pairs, flat), k_slices' workspace (float32) and counters (int32, one per sliced CTA tile), M, N, K, tiles_m, tiles_n,
     whole (the cluster tiles walked whole before the sliced ones)."""
     from numba import types
 
     from ..ptx.tensor_map_type import tensormap
 
-    return (tensormap, tensormap, tensormap, tensormap, types.float32[::1], types.uint32[::1], types.float32[::1],
+    return (tensormap, tensormap, tensormap, tensormap, tensormap, types.float32[::1], types.uint32[::1], types.float32[::1],
             types.int32[::1], types.int32, types.int32, types.int32, types.int32, types.int32, types.int32)
 
 

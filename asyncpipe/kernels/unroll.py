@@ -424,13 +424,35 @@ def package_digest() -> str:
     return h.hexdigest()[:12]
 
 
+def inputs_digest(fn) -> str:
+    """A hash of what an expansion of ``fn`` reads beyond its own source: the text of its file and of the files
+    of the kernel parts its globals hold (a part's body, and the module constants it folds, live there; a part
+    edited in a user's module, or a broken copy of a kernel, must not load the expansion of the part before), and
+    the values of its plain (bool, int, float, str) globals."""
+    h = hashlib.sha1()
+    files = {inspect.getsourcefile(fn)}
+    for name, value in sorted(fn.__globals__.items()):
+        part = getattr(value, "kernel_part", None) if callable(value) else None
+        if part is not None:
+            files.add(inspect.getsourcefile(part))
+        elif isinstance(value, (bool, int, float, str)) and not name.startswith("__"):
+            h.update(f"{name}={value!r};".encode())
+    for path in sorted(f for f in files if f):
+        try:
+            h.update(Path(path).read_bytes())
+        except OSError:           # source from an exec'd string or a vanished file: its own source still counts
+            h.update(path.encode())
+    return h.hexdigest()[:12]
+
+
 def _source_path(fn, src: str, tag: str, c_indexing: bool, static_ifs: bool = False) -> Path:
-    """The unrolled file of ``fn`` with these constants: named by a hash of the function's source, the
-    constants, asyncpipe's sources and the shims' text (a shim edit must not load a stale cached kernel
-    from numba's cache, which keys on this file)."""
+    """The unrolled file of ``fn`` with these constants: named by a hash of the function's source, what else its
+    expansion reads (``inputs_digest``), the constants, asyncpipe's sources and the shims' text (a shim edit must
+    not load a stale cached kernel from numba's cache, which keys on this file)."""
     from ..jit_cache import shims_digest
 
-    key = f"{fn.__module__}.{fn.__qualname__}|{tag}|{c_indexing}|{static_ifs}|{package_digest()}|{shims_digest()}|{src}"
+    key = (f"{fn.__module__}.{fn.__qualname__}|{tag}|{c_indexing}|{static_ifs}|{package_digest()}|{shims_digest()}|"
+           f"{inputs_digest(fn)}|{src}")
     return cache_dir() / f"{fn.__name__}_{hashlib.sha1(key.encode()).hexdigest()[:16]}.py"
 
 

@@ -87,6 +87,11 @@ _SPLIT_RULE = ("split_k must be one of (1, 2) (2: both consumer warpgroups on th
                                      "[cuTensorMapEncodeTiled], got address 0x1008 (8 bytes past one)"),
     (dict(addresses=dict(sa=0x3004)), "fp8_gemm: sa must start on a 16-byte boundary (TMA's global address rule) "
                                       "[cuTensorMapEncodeTiled], got address 0x3004 (4 bytes past one)"),
+    (dict(addresses=dict(sb=0x4004), block_n=192), "fp8_gemm: sb must start on a 16-byte boundary at block_n 192 "
+                                                   "(TMA's global address rule) [cuTensorMapEncodeTiled], got address "
+                                                   "0x4004 (4 bytes past one)"),
+    (dict(addresses=dict(sb=0x4002)), "fp8_gemm: sb must start on a 4-byte boundary, got address 0x4002 (2 bytes past "
+                                      "one)"),
     (dict(addresses=dict(D=0x5002)), "fp8_gemm: D must start on a 4-byte boundary, got address 0x5002 (2 bytes past "
                                      "one)"),
     (dict(block_n=256), "fp8_gemm: block_n must be one of (64, 128, 192) (tile widths whose B scales the promotion selects), got 256"),
@@ -268,8 +273,12 @@ def test_default_epilogue_yields_to_given_stages():
 
 
 def test_stage_budget():
-    """A stage is A (16 KB) + B (16 KB) + 128 scales, rounded to 33 KB; six fit in 227 KB. With split_k 2 A is 8 KB."""
+    """A stage is A (16 KB) + B (16 KB) + 128 scales of A, rounded to 33 KB; six fit in 227 KB. At 192 wide two 16-byte
+    boxes of B's scales, 128 bytes apart, follow. With split_k 2 A is 8 KB."""
     assert FK.stage_tx(128) == 128 * 128 * 2 + 512 and FK.stage_bytes(128) == 33 * 1024
+    assert FK.stage_tx(192) == 128 * 128 + 192 * 128 + 512 + 32 and FK.stage_bytes(192) == 41 * 1024
+    assert FK.sb_offset(192) % 128 == 0 and FK.sb_offset(192) + FK.SB_PITCH + 16 <= FK.stage_bytes(192)
+    assert FK.sb_boxes(128) == FK.sb_boxes(64) == 0 and FK.stage_tx(64) == 128 * 128 + 64 * 128 + 512
     assert FK.max_stages(128, H200_SMEM) == 6 and FK.block_shared_bytes(128, 6) <= H200_SMEM
     assert FK.stage_bytes(64) == 25 * 1024 and FK.max_stages(64, H200_SMEM) == 9
     assert FK.PRODUCER_REGS * 128 + FK.CONSUMER_REGS * 256 <= FK.REGISTER_FILE
@@ -428,15 +437,16 @@ def test_fp8_gemm_sass(block_n, cluster, ksplit, k_slices):
         assert "RZ, !UPT" in block[0] and not any("RZ, !UPT" in line for line in block[1:])
         assert "gsb0" in block[-1] and not any("gsb0" in line for line in block[:-1])   # not serialised (C7514)
     assert re.search(r"WARPGROUP\.DEPBAR\.LE gsb0, 0x0", sass)
-    # A, B and A's scales: three TMA loads per k-block; in a 2 x 2 cluster A and B are multicast shares, and
-    # a slot goes back with bare remote arrivals (one per CTA of the row and column, by as many lanes), GPU fences
-    # only at the cluster barriers
+    # A, B and A's scales: three 2-D TMA loads per k-block, and B's scale box(es), 1-D (two at 192 wide); in a 2 x 2
+    # cluster A and B are multicast shares, and a slot goes back with bare remote arrivals (one per CTA of the row
+    # and column, by as many lanes), GPU fences only at the cluster barriers
     loads = sorted(o for o in ops if o.startswith("UTMALDG"))
+    boxes = ["UTMALDG.1D"] * FK.sb_boxes(block_n)
     if cluster == (1, 1):
-        assert loads == ["UTMALDG.2D"] * 3
+        assert loads == boxes + ["UTMALDG.2D"] * 3
     else:
         shared = (cluster[0] > 1) + (cluster[1] > 1)           # B along M, A along N
-        assert loads == ["UTMALDG.2D"] * (3 - shared) + ["UTMALDG.2D.MULTICAST"] * shared
+        assert loads == boxes + ["UTMALDG.2D"] * (3 - shared) + ["UTMALDG.2D.MULTICAST"] * shared
         # (the k-loop's release: one arrival instruction, lane i < CM + CN - 1 arriving in peer i)
         k_loop = [i for i in cubin.innermost_loop("QGMMA") if i.opcode == "SYNCS.ARRIVE.TRANS64.RED.A1T0"]
         assert len(k_loop) == (2 if copies == 3 else 1) and all(i.predicate for i in k_loop), k_loop

@@ -276,3 +276,44 @@ def test_nest_must_divide_the_trip_count():
 
     with pytest.raises(UnrollError, match="unroll\\(N, nest=K\\) needs N a multiple of K: 10 and 4"):
         unrolled(bad)
+
+
+_PART_MODULE = '''
+from asyncpipe.kernels.unroll import kernel_part, splice
+
+SCALE = {scale}
+
+
+@kernel_part
+def body():
+    out[0] = {value} * SCALE
+
+
+def kernel(out):
+    splice(body)
+'''
+
+
+def _part_module(tmp_path, name, value, scale):
+    import importlib.util
+
+    path = tmp_path / f"{name}.py"
+    path.write_text(_PART_MODULE.format(value=value, scale=scale))
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("value, scale, want", [(7, 1, 7), (7, 3, 21)])
+def test_an_edited_kernel_part_or_constant_is_expanded_anew(tmp_path, monkeypatch, value, scale, want):
+    """The kernel's own source is unchanged, but the part it splices (or a constant of its module) was edited: the
+    expansion cached for the part before must not be loaded (a user's edit in Jupyter, a test's broken copy)."""
+    monkeypatch.setenv("ASYNCPIPE_CACHE_DIR", str(tmp_path / "cache"))
+    first = _part_module(tmp_path, "parts_a", 2, 1)
+    out = [0]
+    unrolled(first.kernel, c_indexing=False)(out)
+    assert out == [2]
+    edited = _part_module(tmp_path, "parts_a", value, scale)       # same module name and file, new text
+    unrolled(edited.kernel, c_indexing=False)(out)
+    assert out == [want]

@@ -183,15 +183,34 @@ def test_late_release_before_every_lane_read_its_scales_is_caught(broken, rng):
         run(rng, 130, 128, 512, 2)
 
 
-def test_b_scales_in_chunks(broken, rng):
-    """B's scales reach the consumers in chunks of SB_CHUNK k-blocks (one per lane, read with shfl), each loaded a
-    chunk ahead and a tile's first during the tile before. With 2-wide chunks instead of 32, five k-blocks cross two
-    chunk boundaries and one CTA walks two 192-wide tiles (each meeting two 128-blocks of B's scales): a scale
-    taken from the wrong k-block, block or tile is off by up to 4x, far outside the bound."""
+@pytest.mark.parametrize("m, block_n", [(3, 64), (130, 128)])      # split_k 2; pairs of k-blocks (DACC)
+def test_b_scales_in_chunks(broken, rng, m, block_n):
+    """At most 128 wide B's scales reach the consumers in chunks of SB_CHUNK k-blocks (one per lane, read with shfl),
+    each loaded a chunk ahead and a tile's first during the tile before. With 2-wide chunks instead of 32, five
+    k-blocks cross two chunk boundaries and one CTA walks several tiles, some in other 128-blocks of B's rows: a
+    scale taken from the wrong k-block, block or tile is off by up to 4x, far outside the bound."""
     broken("SB_CHUNK = 32 ", "SB_CHUNK = 2 ")
+    with sim.settings(sms=1, seed=5):
+        got, a, sa, b, sb = run(rng, m, 328, 640, 2, block_n=block_n)
+    assert np.all(np.abs(got - G.reference(a, sa, b, sb)) <= G.error_bound(a, sa, b, sb))
+
+
+def test_b_scales_from_their_boxes(rng):
+    """At 192 wide B's scales come by TMA in 16-byte boxes that start on 16-byte boundaries of flat sb; the k-block's scale is
+    word (row + kb) % 4 of its box. With five k-blocks a row (rows 5 words apart), 192-wide tiles (two rows of
+    scales each) and one SM walking two tiles, the words taken are every one of the four."""
     with sim.settings(sms=1, seed=5):
         got, a, sa, b, sb = run(rng, 3, 328, 640, 2, block_n=192)
     assert np.all(np.abs(got - G.reference(a, sa, b, sb)) <= G.error_bound(a, sa, b, sb))
+
+
+def test_b_scale_read_from_the_box_start_is_caught(broken, rng):
+    """Reading a box's first word instead of the k-block's takes a neighbouring k-block's (or row's) scale: off by
+    up to 4x, far outside the bound."""
+    broken("sb_k = smem_f32[sb_word + ((sb_row + kb) & (SB_BOX - 1))]", "sb_k = smem_f32[sb_word]")
+    with sim.settings(sms=1, seed=5):
+        got, a, sa, b, sb = run(rng, 3, 328, 640, 2, block_n=192)
+    assert not np.all(np.abs(got - G.reference(a, sa, b, sb)) <= G.error_bound(a, sa, b, sb))
 
 
 @pytest.mark.parametrize("m, k, options", [
