@@ -433,8 +433,9 @@ def inputs_digest(fn) -> str:
     files = {inspect.getsourcefile(fn)}
     for name, value in sorted(fn.__globals__.items()):
         part = getattr(value, "kernel_part", None) if callable(value) else None
-        if part is not None:
+        if part is not None:                   # its own text too: a Jupyter cell's file is not on disk
             files.add(inspect.getsourcefile(part))
+            h.update(inspect.getsource(part).encode())
         elif isinstance(value, (bool, int, float, str)) and not name.startswith("__"):
             h.update(f"{name}={value!r};".encode())
     for path in sorted(f for f in files if f):
