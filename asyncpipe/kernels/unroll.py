@@ -425,17 +425,23 @@ def package_digest() -> str:
 
 
 def inputs_digest(fn) -> str:
-    """A hash of what an expansion of ``fn`` reads beyond its own source: the text of its file and of the files
-    of the kernel parts its globals hold (a part's body, and the module constants it folds, live there; a part
-    edited in a user's module, or a broken copy of a kernel, must not load the expansion of the part before), and
-    the values of its plain (bool, int, float, str) globals."""
+    """A hash of what an expansion of ``fn`` (and numba's cached build of it, which keys on the expansion's file)
+    reads beyond its own source: the text of its file, of the files of the kernel parts its globals hold (a part's
+    body, and the module constants it folds, live there; a part edited in a user's module, or a broken copy of a
+    kernel, must not load the expansion of the part before) and of the files of the numba device functions they
+    hold (numba's cache does not follow a call into another file), and the values of its plain (bool, int, float,
+    str) globals. Modules held as globals (``helpers.f``) are not followed: asyncpipe's own are in
+    ``package_digest``."""
     h = hashlib.sha1()
     files = {inspect.getsourcefile(fn)}
     for name, value in sorted(fn.__globals__.items()):
         part = getattr(value, "kernel_part", None) if callable(value) else None
+        device = getattr(value, "py_func", None) if callable(value) else None   # a numba dispatcher
         if part is not None:                   # its own text too: a Jupyter cell's file is not on disk
             files.add(inspect.getsourcefile(part))
             h.update(inspect.getsource(part).encode())
+        elif inspect.isfunction(device) and not device.__module__.startswith("asyncpipe."):
+            files.add(inspect.getsourcefile(device))
         elif isinstance(value, (bool, int, float, str)) and not name.startswith("__"):
             h.update(f"{name}={value!r};".encode())
     for path in sorted(f for f in files if f):

@@ -317,3 +317,35 @@ def test_an_edited_kernel_part_or_constant_is_expanded_anew(tmp_path, monkeypatc
     edited = _part_module(tmp_path, "parts_a", value, scale)       # same module name and file, new text
     unrolled(edited.kernel, c_indexing=False)(out)
     assert out == [want]
+
+
+def test_a_device_function_edited_in_another_file_changes_the_digest(tmp_path):
+    """numba's on-disk cache keys on the expansion's file and does not follow a call into another file: a device
+    function's file is part of what names the expansion, so editing it builds the kernel anew."""
+    import importlib.util
+
+    from asyncpipe.kernels.unroll import inputs_digest
+
+    def module(name, text):
+        path = tmp_path / f"{name}.py"
+        path.write_text(text)
+        spec = importlib.util.spec_from_file_location(name, path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        return mod
+
+    helper = "from numba import cuda\n\n\n@cuda.jit(device=True)\ndef twice(x):\n    return {} * x\n"
+    kernel = "from helpers import twice\n\n\ndef kernel(out):\n    out[0] = twice(out[0])\n"
+    module("helpers", helper.format(2))
+    import sys
+
+    sys.path.insert(0, str(tmp_path))
+    try:
+        before = inputs_digest(module("kernels_b", kernel).kernel)
+        sys.modules.pop("helpers", None)
+        module("helpers", helper.format(3))
+        after = inputs_digest(module("kernels_b", kernel).kernel)
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("helpers", None)
+    assert before != after
