@@ -54,8 +54,9 @@ import functools
 import hashlib
 import importlib.util
 import inspect
-import os
 import itertools
+import os
+import sysconfig
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -430,8 +431,8 @@ def inputs_digest(fn) -> str:
     body, and the module constants it folds, live there; a part edited in a user's module, or a broken copy of a
     kernel, must not load the expansion of the part before) and of the files of the numba device functions they
     hold (numba's cache does not follow a call into another file), and the values of its plain (bool, int, float,
-    str) globals. Modules held as globals (``helpers.f``) are not followed: asyncpipe's own are in
-    ``package_digest``."""
+    str) globals, and of the user's modules it holds whole (``helpers.f(...)``: ``_user_file``; asyncpipe's own
+    are in ``package_digest``)."""
     h = hashlib.sha1()
     files = {inspect.getsourcefile(fn)}
     for name, value in sorted(fn.__globals__.items()):
@@ -442,6 +443,8 @@ def inputs_digest(fn) -> str:
             h.update(inspect.getsource(part).encode())
         elif inspect.isfunction(device) and not device.__module__.startswith("asyncpipe."):
             files.add(inspect.getsourcefile(device))
+        elif inspect.ismodule(value) and _user_file(getattr(value, "__file__", None)):
+            files.add(value.__file__)         # helpers.f(...): the user's module, held whole
         elif isinstance(value, (bool, int, float, str)) and not name.startswith("__"):
             h.update(f"{name}={value!r};".encode())
     for path in sorted(f for f in files if f):
@@ -450,6 +453,17 @@ def inputs_digest(fn) -> str:
         except OSError:           # source from an exec'd string or a vanished file: its own source still counts
             h.update(path.encode())
     return h.hexdigest()[:12]
+
+
+def _user_file(path) -> bool:
+    """A ``.py`` file outside the interpreter's libraries (stdlib, site-packages) and outside asyncpipe: one the
+    user may edit between runs."""
+    if not path or not path.endswith(".py"):
+        return False
+    libs = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    libs.add(str(Path(__file__).resolve().parents[1]))
+    real = os.path.realpath(path)
+    return not any(real.startswith(os.path.realpath(lib) + os.sep) for lib in libs)
 
 
 def _source_path(fn, src: str, tag: str, c_indexing: bool, static_ifs: bool = False) -> Path:

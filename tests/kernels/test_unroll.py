@@ -321,7 +321,8 @@ def test_an_edited_kernel_part_or_constant_is_expanded_anew(tmp_path, monkeypatc
 
 def test_a_device_function_edited_in_another_file_changes_the_digest(tmp_path):
     """numba's on-disk cache keys on the expansion's file and does not follow a call into another file: a device
-    function's file is part of what names the expansion, so editing it builds the kernel anew."""
+    function's file (imported by name, or through the user's module held whole) is part of what names the
+    expansion, so editing it builds the kernel anew."""
     import importlib.util
 
     from asyncpipe.kernels.unroll import inputs_digest
@@ -335,17 +336,34 @@ def test_a_device_function_edited_in_another_file_changes_the_digest(tmp_path):
         return mod
 
     helper = "from numba import cuda\n\n\n@cuda.jit(device=True)\ndef twice(x):\n    return {} * x\n"
-    kernel = "from helpers import twice\n\n\ndef kernel(out):\n    out[0] = twice(out[0])\n"
+    kernel = ("import helpers\nfrom helpers import twice\n\n\ndef kernel(out):\n    out[0] = twice(out[0])\n\n\n"
+              "def whole(out):\n    out[0] = helpers.twice(out[0])\n")
     module("helpers", helper.format(2))
     import sys
 
     sys.path.insert(0, str(tmp_path))
     try:
-        before = inputs_digest(module("kernels_b", kernel).kernel)
+        first = module("kernels_b", kernel)
+        before = inputs_digest(first.kernel), inputs_digest(first.whole)
         sys.modules.pop("helpers", None)
         module("helpers", helper.format(3))
-        after = inputs_digest(module("kernels_b", kernel).kernel)
+        second = module("kernels_b", kernel)
+        after = inputs_digest(second.kernel), inputs_digest(second.whole)
     finally:
         sys.path.remove(str(tmp_path))
         sys.modules.pop("helpers", None)
-    assert before != after
+    assert before[0] != after[0] and before[1] != after[1]
+
+
+def test_library_modules_are_not_user_files():
+    """numpy, numba (site-packages), os (stdlib) and asyncpipe's own modules are not read into the digest."""
+    import os
+
+    import numba
+    import numpy
+
+    import asyncpipe.ptx
+    from asyncpipe.kernels.unroll import _user_file
+
+    assert not any(_user_file(m.__file__) for m in (numpy, numba, os, asyncpipe.ptx))
+    assert _user_file(__file__) and not _user_file(None) and not _user_file("/x/lib.so")
