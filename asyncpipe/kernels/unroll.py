@@ -460,10 +460,16 @@ def _user_file(path) -> bool:
     user may edit between runs."""
     if not path or not path.endswith(".py"):
         return False
+    real = os.path.realpath(path)
+    return not any(real.startswith(lib) for lib in _library_roots())
+
+
+@functools.lru_cache(maxsize=None)
+def _library_roots() -> tuple:
+    """The interpreter's library folders and asyncpipe's, resolved, each with a trailing separator."""
     libs = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
     libs.add(str(Path(__file__).resolve().parents[1]))
-    real = os.path.realpath(path)
-    return not any(real.startswith(os.path.realpath(lib) + os.sep) for lib in libs)
+    return tuple(os.path.realpath(lib) + os.sep for lib in libs)
 
 
 def _source_path(fn, src: str, tag: str, c_indexing: bool, static_ifs: bool = False) -> Path:
