@@ -34,8 +34,8 @@ that hold the tile's two B scales (TMA's boxes start on 16-byte boundaries: the 
 box) into the stage past sa, counted by the full barrier, and the consumers read them with a shared load each after
 their wait (sb must then start on a 16-byte boundary). At most 128 wide each consumer warp holds 32 k-blocks' scales,
 one a lane, loaded a chunk ahead and read with shfl (``b_scales_from_chunk``). Measured on an H100 on 2026-12-07
-(bench/h100_fp8_ab_b_scales_2026-12-07.json, interleaved processes against the chunks everywhere): the boxes take 34
-SASS instructions out of the 192-wide k-loop (199 -> 165) and run 0.8 % faster at 4096 x 24576 x 1536, 0.6 % at
+(bench/h100_fp8_ab_b_scales_2026-12-07.json, interleaved processes against the chunks everywhere): the boxes take 30
+SASS instructions out of the 192-wide k-loop (199 -> 169) and run 0.8 % faster at 4096 x 24576 x 1536, 0.6 % at
 4096 x 2112 x 7168 and 0.3-3 % at 8192^3; at 128 wide the same boxes ran 6-9 % slower at 4096^3 and 4-6 % at
 4096 x 7168 x 2048, and so did the scales stored into the stage by the producer thread (4 %), or main's kernel
 given one more 512-byte TMA load a stage (3 %): there a stage's loads have no time to spare.
@@ -214,9 +214,10 @@ def stage_tx(block_n: int, ksplit: int = 1) -> int:
 
 def stage_bytes(block_n: int, ksplit: int = 1) -> int:
     """One stage: A | B | sa | sb, rounded up to 1024 bytes so that the next stage's A starts on a swizzle atom
-    (sb's boxes fit in the slack the rounding leaves at every width)."""
-    end = sb_offset(block_n, ksplit) + (sb_boxes(block_n) - 1) * SB_PITCH + SB_BOX * SCALE_BYTES if \
-        sb_boxes(block_n) else stage_tx(block_n, ksplit)
+    (at 192 wide sb's two boxes, SB_PITCH apart, fit in the slack the rounding leaves)."""
+    end = stage_tx(block_n, ksplit)
+    if sb_boxes(block_n):
+        end = sb_offset(block_n, ksplit) + (sb_boxes(block_n) - 1) * SB_PITCH + SB_BOX * SCALE_BYTES
     return -(-end // SMEM_ALIGN) * SMEM_ALIGN
 
 
@@ -416,7 +417,7 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_sb, tma_d, sb, d, ws, counters, M,
                 sb_row, sb_row2 = sb_rows(tn)
                 for kb in range(kb_lo, kb_hi):
                     producer_acquire(empty, st)                      # free in every CTA this one writes into
-                    producer_commit(full, st, STAGE_TX)              # A + B + sa + sb of this k-block, from all
+                    producer_commit(full, st, STAGE_TX)              # A + B + sa (+ sb) of this k-block, from all
                     a_off = pad + st.stage * STAGE_BYTES
                     bar = ptx.addr(full, st.stage)
                     a_dst = ptx.addr(smem, a_off + rank_n * A_SHARE_BYTES)
