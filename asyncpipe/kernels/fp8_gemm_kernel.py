@@ -330,14 +330,14 @@ def issue_k_block():
     its slot, ``held`` or ``held1``, which goes back after its mmas."""
     splice(b_scales_from_chunk)
     splice(issue_mmas)
-    sa_word = sa_word0 + st.stage * (STAGE_BYTES // SCALE_BYTES)
+    sa_addr = sa_addr0 + st.stage * STAGE_BYTES
     if h == 0:
-        p0 = smem_f32[sa_word] * sb_k
-        p1 = smem_f32[sa_word + 8] * sb_k
+        p0 = ptx.ld_shared_f32(sa_addr) * sb_k
+        p1 = ptx.ld_shared_f32(sa_addr + 8 * SCALE_BYTES) * sb_k
         held = st
     else:
-        r0 = smem_f32[sa_word] * sb_k
-        r1 = smem_f32[sa_word + 8] * sb_k
+        r0 = ptx.ld_shared_f32(sa_addr) * sb_k
+        r1 = ptx.ld_shared_f32(sa_addr + 8 * SCALE_BYTES) * sb_k
         held1 = st
     st = advance(st, STAGES)
     if POLL:
@@ -486,13 +486,12 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_sb, tma_d, sb, d, ws, counters, M,
         a_desc0 = W.matrix_descriptor(base + pad + row_wg * W.SWIZZLE_128B_ROW_BYTES, W.K_MAJOR_128B_LBO,
                                       W.K_MAJOR_128B_SBO, W.SWIZZLE_128B, 0)
         b_desc0 = W.matrix_descriptor(base + pad + A_BYTES, W.K_MAJOR_128B_LBO, W.K_MAJOR_128B_SBO, W.SWIZZLE_128B, 0)
-        sa_word0 = (pad + A_BYTES + B_BYTES) // SCALE_BYTES + row_t
-        sb_word0 = (pad + SB_OFF) // SCALE_BYTES     # SB_TMA: the stage's B scales
-        # the k-loop's scale loads (without DACC) by 32-bit .shared::cta addresses computed once (ld_shared_f32): by
-        # smem_f32[...] ptxas rebuilt the shared window's base every k-block (S2UR SR_CgaCtaId, ULEA); 169 -> 164
-        # SASS instructions a k-block at 192 wide, 123 -> 120 at 64 with split_k 2
-        sb_addr0 = base + uint32(pad + SB_OFF)
+        # stage 0's scales (rows row_t and row_t + 8 of sa; SB_TMA: B's boxes), read in the k-loops by 32-bit
+        # .shared::cta addresses computed here (ld_shared_f32): by smem_f32[...] ptxas rebuilt the shared window's
+        # base every k-block (S2UR SR_CgaCtaId, ULEA). SASS instructions a k-block: 169 -> 164 at 192 wide, 123 -> 120
+        # at 64 with split_k 2; a DACC pair 262 -> 256 at 128 wide, 191 -> 185 at 64
         sa_addr0 = base + uint32(pad + A_BYTES + B_BYTES + row_t * SCALE_BYTES)
+        sb_addr0 = base + uint32(pad + SB_OFF)
 
         # At most 128 wide, B's scales a chunk of SB_CHUNK k-blocks at a time: lane i holds k-block (chunk + i)'s, and
         # the warp reads the k-block's with shfl. A chunk is loaded a chunk ahead, at the chunk's second k-block, and a
