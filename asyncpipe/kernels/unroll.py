@@ -436,23 +436,35 @@ def inputs_digest(fn) -> str:
     h = hashlib.sha1()
     files = {inspect.getsourcefile(fn)}
     for name, value in sorted(fn.__globals__.items()):
-        part = getattr(value, "kernel_part", None) if callable(value) else None
-        device = getattr(value, "py_func", None) if callable(value) else None   # a numba dispatcher
-        if part is not None:                   # its own text too: a Jupyter cell's file is not on disk
-            files.add(inspect.getsourcefile(part))
-            h.update(inspect.getsource(part).encode())
-        elif inspect.isfunction(device) and not device.__module__.startswith("asyncpipe."):
-            files.add(inspect.getsourcefile(device))
-        elif inspect.ismodule(value) and _user_file(getattr(value, "__file__", None)):
-            files.add(value.__file__)         # helpers.f(...): the user's module, held whole
-        elif isinstance(value, (bool, int, float, str)) and not name.startswith("__"):
-            h.update(f"{name}={value!r};".encode())
+        try:
+            file, text = _global_input(name, value)
+        except Exception:                      # an object that answers attribute lookups in its own way: not ours
+            continue
+        files.add(file)
+        h.update(text)
     for path in sorted(f for f in files if f):
         try:
             h.update(Path(path).read_bytes())
         except OSError:           # source from an exec'd string or a vanished file: its own source still counts
             h.update(path.encode())
     return h.hexdigest()[:12]
+
+
+def _global_input(name: str, value) -> tuple:
+    """(a file, text) that a kernel's global ``name`` brings into its expansion: a kernel part's file and text, a
+    numba device function's file (outside asyncpipe), the user's module's file, a plain constant's value."""
+    if callable(value):
+        part = getattr(value, "kernel_part", None)
+        if part is not None:                   # its own text too: a Jupyter cell's file is not on disk
+            return inspect.getsourcefile(part), inspect.getsource(part).encode()
+        device = getattr(value, "py_func", None)   # a numba dispatcher
+        if inspect.isfunction(device) and not (device.__module__ or "").startswith("asyncpipe."):
+            return inspect.getsourcefile(device), b""
+    if inspect.ismodule(value) and _user_file(getattr(value, "__file__", None)):
+        return value.__file__, b""              # helpers.f(...): the user's module, held whole
+    if isinstance(value, (bool, int, float, str)) and not name.startswith("__"):
+        return None, f"{name}={value!r};".encode()
+    return None, b""
 
 
 def _user_file(path) -> bool:

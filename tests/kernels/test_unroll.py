@@ -367,3 +367,26 @@ def test_library_modules_are_not_user_files():
 
     assert not any(_user_file(m.__file__) for m in (numpy, numba, os, asyncpipe.ptx))
     assert _user_file(__file__) and not _user_file(None) and not _user_file("/x/lib.so")
+
+
+class _Touchy:
+    """A global that answers every attribute lookup with an error (as some library proxies do)."""
+
+    def __call__(self):
+        pass
+
+    def __getattr__(self, name):
+        raise RuntimeError(f"no {name} here")
+
+
+TOUCHY = _Touchy()
+
+
+def test_a_global_that_refuses_attribute_lookups_does_not_break_the_digest():
+    from asyncpipe.kernels.unroll import inputs_digest
+
+    def uses_touchy(out):
+        out[0] = N
+
+    assert "TOUCHY" in uses_touchy.__globals__
+    assert len(inputs_digest(uses_touchy)) == 12
