@@ -87,8 +87,8 @@ def check_fp8_gemm(a_shape, a_dtype, sa_shape, sa_strides, sa_dtype, b_shape, b_
     check(epilogue in FK.EPILOGUES, API, f"epilogue must be one of {FK.EPILOGUES}", repr(epilogue))
     tma_epilogue = epilogue == "tma"
     sb_tma = block_n in FK.BLOCK_NS and FK.sb_by_tma(block_n)      # B's scales by TMA at 192 wide
-    for name, align in (("A", TMA_ALIGN), ("B", TMA_ALIGN), ("sa", TMA_ALIGN), ("sb", TMA_ALIGN if sb_tma else SCALE_ITEM),
-                        ("D", TMA_ALIGN if tma_epilogue else 4)):
+    for name, align in (("A", TMA_ALIGN), ("B", TMA_ALIGN), ("sa", TMA_ALIGN),
+                        ("sb", TMA_ALIGN if sb_tma else SCALE_ITEM), ("D", TMA_ALIGN if tma_epilogue else 4)):
         addr = addresses[name]
         check(addr % align == 0, API, f"{name} must start on a {align}-byte boundary" +
               (f" at block_n {block_n}" if name == "sb" and sb_tma else "") +
@@ -399,8 +399,8 @@ def _plan(a, sa, b, sb, out, stages, block_n, cluster, split_k, k_slices, tail_s
                   shared_mem=FK.shared_bytes(block_n, int(stages), split_k, bufs), stream=stream)
 
     def arguments(whole, ws, counters):
-        return (tma_a, tma_b, tma_sa, tma_sb, tma_d, sba.reshape(sba.size), words, ws, counters, np.int32(M), np.int32(N),
-                np.int32(K), np.int32(tiles_m), np.int32(tiles_n), np.int32(whole))
+        return (tma_a, tma_b, tma_sa, tma_sb, tma_d, sba.reshape(sba.size), words, ws, counters, np.int32(M),
+                np.int32(N), np.int32(K), np.int32(tiles_m), np.int32(tiles_n), np.int32(whole))
 
     # the walk: the tiles of the full rounds on the resident clusters whole, then the sliced ones (tail_coords)
     tiles, size = tiles_m * tiles_n, cm * cn
@@ -409,7 +409,8 @@ def _plan(a, sa, b, sb, out, stages, block_n, cluster, split_k, k_slices, tail_s
     ws, counters = slice_workspace((tiles - whole) * size, block_n, slices, split_k)
     args = arguments(whole, ws, counters)
     grid = persistent_grid(kernel, whole + (tiles - whole) * slices, FK.THREADS, *args, **launch, resident=resident)
-    return prepare_launch(kernel, grid, FK.THREADS, *args, **launch, keep=(tma_a, tma_b, tma_sa, tma_sb, tma_d, ws, counters))
+    return prepare_launch(kernel, grid, FK.THREADS, *args, **launch,
+                          keep=(tma_a, tma_b, tma_sa, tma_sb, tma_d, ws, counters))
 
 
 # ------------------------------------------------------------------------------------------------

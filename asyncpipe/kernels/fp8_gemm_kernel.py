@@ -438,10 +438,11 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_sb, tma_d, sb, d, ws, counters, M,
                     ptx.cp_async_bulk_tensor_2d_shared_global(ptx.addr(smem, a_off + A_BYTES + B_BYTES),
                                                               ptx.addr(tma_sa, 0), m0, kb, bar)
                     if SB_TMA:  # B's scales: the 16-byte boxes of flat sb that hold the k-block's (each CTA its own)
-                        ptx.cp_async_bulk_tensor_1d_shared_global(ptx.addr(smem, a_off + SB_OFF), ptx.addr(tma_sb, 0),
+                        sb_dst = a_off + SB_OFF
+                        ptx.cp_async_bulk_tensor_1d_shared_global(ptx.addr(smem, sb_dst), ptx.addr(tma_sb, 0),
                                                                   (sb_row + kb) & ~(SB_BOX - 1), bar)
-                        ptx.cp_async_bulk_tensor_1d_shared_global(ptx.addr(smem, a_off + SB_OFF + SB_PITCH),
-                                                                  ptx.addr(tma_sb, 0), (sb_row2 + kb) & ~(SB_BOX - 1), bar)
+                        ptx.cp_async_bulk_tensor_1d_shared_global(ptx.addr(smem, sb_dst + SB_PITCH), ptx.addr(tma_sb, 0),
+                                                                  (sb_row2 + kb) & ~(SB_BOX - 1), bar)
                     st = advance(st, STAGES)
                 unit += clusters
     else:
@@ -768,7 +769,8 @@ def kernel_constants(block_n=128, stages=6, cluster=(1, 1), llvm_loops=True, ksp
     col_mask = sum(1 << (j * cm) for j in range(cn))       # ranks (0, j): the CTAs of rank_m 0's cluster row
     return dict(BN=block_n, N2=W.accumulators(block_n), STAGES=stages, MMA=mma,
                 STAGE_BYTES=stage_bytes(block_n, ksplit), STAGE_TX=stage_tx(block_n, ksplit),
-                SB_OFF=sb_offset(block_n, ksplit), SB_PITCH=SB_PITCH, SB_TMA=sb_by_tma(block_n), A_BYTES=a_bytes(ksplit),
+                SB_OFF=sb_offset(block_n, ksplit), SB_PITCH=SB_PITCH, SB_TMA=sb_by_tma(block_n),
+                A_BYTES=a_bytes(ksplit),
                 A_ROWS=a_rows(ksplit), B_BYTES=b_bytes(block_n), SMEM_ALIGN=SMEM_ALIGN, CM=cm, CN=cn,
                 CLUSTER=cm * cn, PEERS=cm + cn - 1, A_SHARE_BYTES=a_bytes(ksplit) // cn,
                 B_SHARE_BYTES=b_bytes(block_n) // cm,
@@ -787,15 +789,15 @@ def make_kernel(**config):
 
 def kernel_argtypes():
     """numba argument types: five tensor maps (A, B, A's scales, B's scales flat, D), sb (float32, flat), D (uint32
-    bf16 pairs, flat), k_slices' workspace (float32) and counters (int32, one per sliced CTA tile), M, N, K, tiles_m, tiles_n,
-    whole (the cluster tiles walked whole before the sliced ones)."""
+    bf16 pairs, flat), k_slices' workspace (float32) and counters (int32, one per sliced CTA tile), M, N, K, tiles_m,
+    tiles_n, whole (the cluster tiles walked whole before the sliced ones)."""
     from numba import types
 
     from ..ptx.tensor_map_type import tensormap
 
-    return (tensormap, tensormap, tensormap, tensormap, tensormap, types.float32[::1], types.uint32[::1], types.float32[::1],
-            types.int32[::1], types.int32, types.int32, types.int32, types.int32, types.int32, types.int32)
+    return (tensormap, tensormap, tensormap, tensormap, tensormap, types.float32[::1], types.uint32[::1],
+            types.float32[::1], types.int32[::1], types.int32, types.int32, types.int32, types.int32, types.int32, types.int32)
 
 
 __all__ = ["BM", "BK", "BLOCK_NS", "DACC_MAX_BLOCK_N", "dacc_fits", "CLUSTERS", "THREADS", "LAUNCH_BOUNDS", "make_kernel", "kernel_argtypes", "kernel_constants",
-           "a_rows", "a_bytes", "stage_bytes", "stage_tx", "shared_bytes", "epilogue_bytes", "epilogue_chunks", "EPILOGUES", "block_shared_bytes", "max_stages", "holders", "workspace_words"]
+           "a_rows", "a_bytes", "stage_bytes", "stage_tx", "sb_by_tma", "sb_boxes", "sb_offset", "shared_bytes", "epilogue_bytes", "epilogue_chunks", "EPILOGUES", "block_shared_bytes", "max_stages", "holders", "workspace_words"]
