@@ -148,8 +148,8 @@ def load_own(a, dtype, api):
     dt = np.dtype(dtype)
     off = int(a)
     if off % dt.itemsize:
-        raise SimUsageError(api, f"the address must be {dt.itemsize}-byte aligned", f"offset {off:#x}", _SRC,
-                            where=here(th), seed=th.sim.seed)
+        raise SimUsageError(api, f"the address must be {dt.itemsize}-byte aligned", f"offset {off:#x}",
+                            "PTX ISA, ld: the address aligned to the access size", where=here(th), seed=th.sim.seed)
     mem = th.cta.smem
     mem.check_range(th, api, off, dt.itemsize, dt.itemsize, "the address")
     mem.load(th, off, dt.itemsize, site())
