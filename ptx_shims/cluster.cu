@@ -180,3 +180,11 @@ extern "C" __device__ void ap_st_shared_cluster_u64(unsigned a, unsigned long lo
 extern "C" __device__ void ap_st_shared_cluster_f64(unsigned a, double v) {
   asm volatile("st.shared::cluster.f64 [%0], %1;" ::"r"(a), "d"(v) : "memory");
 }
+
+// ld.shared.f32 d, [a];   this CTA's own shared memory through a 32-bit .shared::cta address computed once
+// (cvta_to_shared_u32), so that the loop does not rebuild the generic window's base for every load
+extern "C" __device__ float ap_ld_shared_f32(unsigned a) {
+  float d;
+  asm volatile("ld.shared.f32 %0, [%1];" : "=f"(d) : "r"(a) : "memory");
+  return d;
+}

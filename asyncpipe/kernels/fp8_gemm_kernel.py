@@ -296,9 +296,9 @@ def b_scales_from_chunk():
 def b_scales_from_stage():
     """At 192 wide: B's scales of slot ``st``'s k-block ``kb`` (``sb_k``, and ``sb_k2``, the next 128-block's) from
     the stage's two boxes, once its data is in: a shared load each, the same word for every lane."""
-    sb_word = sb_word0 + st.stage * (STAGE_BYTES // SCALE_BYTES)
-    sb_k = smem_f32[sb_word + ((sb_row + kb) & (SB_BOX - 1))]
-    sb_k2 = smem_f32[sb_word + SB_PITCH // SCALE_BYTES + ((sb_row2 + kb) & (SB_BOX - 1))]
+    sb_addr = sb_addr0 + st.stage * STAGE_BYTES
+    sb_k = ptx.ld_shared_f32(sb_addr + ((sb_row + kb) & (SB_BOX - 1)) * SCALE_BYTES)
+    sb_k2 = ptx.ld_shared_f32(sb_addr + SB_PITCH + ((sb_row2 + kb) & (SB_BOX - 1)) * SCALE_BYTES)
 
 
 @kernel_part
@@ -330,14 +330,14 @@ def issue_k_block():
     its slot, ``held`` or ``held1``, which goes back after its mmas."""
     splice(b_scales_from_chunk)
     splice(issue_mmas)
-    sa_word = sa_word0 + st.stage * (STAGE_BYTES // SCALE_BYTES)
+    sa_addr = sa_addr0 + st.stage * STAGE_BYTES
     if h == 0:
-        p0 = smem_f32[sa_word] * sb_k
-        p1 = smem_f32[sa_word + 8] * sb_k
+        p0 = ptx.ld_shared_f32(sa_addr) * sb_k
+        p1 = ptx.ld_shared_f32(sa_addr + 8 * SCALE_BYTES) * sb_k
         held = st
     else:
-        r0 = smem_f32[sa_word] * sb_k
-        r1 = smem_f32[sa_word + 8] * sb_k
+        r0 = ptx.ld_shared_f32(sa_addr) * sb_k
+        r1 = ptx.ld_shared_f32(sa_addr + 8 * SCALE_BYTES) * sb_k
         held1 = st
     st = advance(st, STAGES)
     if POLL:
@@ -487,8 +487,12 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_sb, tma_d, sb, d, ws, counters, M,
         a_desc0 = W.matrix_descriptor(base + pad + row_wg * W.SWIZZLE_128B_ROW_BYTES, W.K_MAJOR_128B_LBO,
                                       W.K_MAJOR_128B_SBO, W.SWIZZLE_128B, 0)
         b_desc0 = W.matrix_descriptor(base + pad + A_BYTES, W.K_MAJOR_128B_LBO, W.K_MAJOR_128B_SBO, W.SWIZZLE_128B, 0)
-        sa_word0 = (pad + A_BYTES + B_BYTES) // SCALE_BYTES + row_t
-        sb_word0 = (pad + SB_OFF) // SCALE_BYTES     # SB_TMA: the stage's B scales
+        # stage 0's scales (rows row_t and row_t + 8 of sa; SB_TMA: B's boxes), read in the k-loops by 32-bit
+        # .shared::cta addresses computed here (ld_shared_f32): by smem_f32[...] ptxas rebuilt the shared window's
+        # base every k-block (S2UR SR_CgaCtaId, ULEA). SASS instructions a k-block: 169 -> 164 at 192 wide, 123 -> 120
+        # at 64 with split_k 2; a DACC pair 262 -> 256 at 128 wide, 191 -> 185 at 64
+        sa_addr0 = base + uint32(pad + A_BYTES + B_BYTES + row_t * SCALE_BYTES)
+        sb_addr0 = base + uint32(pad + SB_OFF)
 
         # At most 128 wide, B's scales a chunk of SB_CHUNK k-blocks at a time: lane i holds k-block (chunk + i)'s, and
         # the warp reads the k-block's with shfl. A chunk is loaded a chunk ahead, at the chunk's second k-block, and a
@@ -570,9 +574,9 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_sb, tma_d, sb, d, ws, counters, M,
                         held = st                        # mmas and scale reads are done: wait_group 0 and the promotion)
                     if SB_TMA:
                         splice(b_scales_from_stage)
-                    sa_word = sa_word0 + st.stage * (STAGE_BYTES // SCALE_BYTES)
-                    sa0 = smem_f32[sa_word]              # the scales of rows row_t and row_t + 8
-                    sa1 = smem_f32[sa_word + 8]
+                    sa_addr = sa_addr0 + st.stage * STAGE_BYTES
+                    sa0 = ptx.ld_shared_f32(sa_addr)      # the scales of rows row_t and row_t + 8
+                    sa1 = ptx.ld_shared_f32(sa_addr + 8 * SCALE_BYTES)
                     s0 = sa0 * sb_k                      # columns of B's first 128-block
                     s1 = sa1 * sb_k
                     if BN > SCALE_BLOCK:                 # columns 64 .. 127 of the tile: either block; 128 ..: the next

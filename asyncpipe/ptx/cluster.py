@@ -209,6 +209,13 @@ def ld_shared_cluster_f64(a):
     return _sim.load(a, np.float64, "ld_shared_cluster_f64")
 
 
+@primitive("float32(uint32)", ptx="ld.shared.f32 d, [a];", isa=20, sm=20, who=_LD, sass=("LDS",))
+def ld_shared_f32(a):
+    """Loads a float32 from this CTA's shared memory at the 32-bit ``.shared::cta`` address ``a`` (from
+    ``cvta_to_shared_u32``, computed once), 4-byte aligned: an ``LDS`` whose address needs no generic window."""
+    return _sim.load_own(a, np.float32, "ld_shared_f32")
+
+
 @primitive("void(uint32, uint32)", ptx="st.shared::cluster.u32 [a], v;", isa=78, sm=90, who=_LD,
            sass=("ST.E",))
 def st_shared_cluster_u32(a, v):

@@ -368,3 +368,33 @@ def test_dsmem_store_gpu(kind, cluster, rng):
     cuda.synchronize()
     # the CTA of rank r received the row of rank r - 1
     np.testing.assert_array_equal(dst.copy_to_host(), src[neighbours(grid, dim3(cluster), -1)])
+
+
+# ---------------------------------------------------------------------------------------------
+# ld_shared_f32: this CTA's own shared memory through a .shared::cta address computed once
+# ---------------------------------------------------------------------------------------------
+def own_load_kernel(src, dst):
+    s = cuda.shared.array(THREADS, types.float32)
+    t = cuda.threadIdx.x
+    s[t] = src[cuda.blockIdx.x, t]
+    cuda.syncthreads()
+    base = ptx.cvta_to_shared_u32(ptx.addr(s, 0))
+    dst[cuda.blockIdx.x, t] = ptx.ld_shared_f32(base + types.uint32(((t + 1) % THREADS) * 4))
+
+
+@pytest.mark.sass
+def test_ld_shared_sass():
+    """An LDS on the 32-bit address: no generic load into the shared window, no call."""
+    cubin = assert_sass(own_load_kernel, (types.float32[:, ::1], types.float32[:, ::1]), has=("LDS",),
+                        lacks=("CALL", "LD.E"))
+    assert ptx.REGISTRY["ld_shared_f32"].sass[0] in cubin.opcodes, cubin.sass
+
+
+@pytest.mark.gpu
+def test_ld_shared_gpu(rng):
+    """Each thread reads its neighbour's word, in every CTA of the grid (each its own shared memory)."""
+    src = rng.standard_normal((3, THREADS)).astype(np.float32)
+    dst = cuda.to_device(np.full((3, THREADS), np.nan, np.float32))
+    cuda.jit(own_load_kernel)[3, THREADS](cuda.to_device(src), dst)
+    cuda.synchronize()
+    np.testing.assert_array_equal(dst.copy_to_host(), np.roll(src, -1, axis=1))

@@ -168,7 +168,7 @@ def test_release_before_every_lane_read_its_scales_is_caught(broken, rng):
     # wait returning for the phase before: both a race on the scales
     with pytest.raises(sim.SharedMemoryRaceError, match=r"(?s)(cp_async_bulk_tensor_2d_shared_global.*an earlier "
                        r"read by thread|made a read of word 0x[0-9a-f]+, which a copy completing phase \d+ writes)"
-                       r".*smem_f32\["):
+                       r".*(smem_f32\[|ld_shared_f32)"):
         run(rng, 1, 128, 512, 2)
 
 
@@ -207,7 +207,8 @@ def test_b_scales_from_their_boxes(rng):
 def test_b_scale_read_from_the_box_start_is_caught(broken, rng):
     """Reading a box's first word instead of the k-block's takes a neighbouring k-block's (or row's) scale: off by
     up to 4x, far outside the bound."""
-    broken("sb_k = smem_f32[sb_word + ((sb_row + kb) & (SB_BOX - 1))]", "sb_k = smem_f32[sb_word]")
+    broken("sb_k = ptx.ld_shared_f32(sb_addr + ((sb_row + kb) & (SB_BOX - 1)) * SCALE_BYTES)",
+           "sb_k = ptx.ld_shared_f32(sb_addr)")
     with sim.settings(sms=1, seed=5):
         got, a, sa, b, sb = run(rng, 3, 328, 640, 2, block_n=192)
     assert not np.all(np.abs(got - G.reference(a, sa, b, sb)) <= G.error_bound(a, sa, b, sb))

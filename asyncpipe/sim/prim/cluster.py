@@ -141,6 +141,21 @@ def _peer(th, a, nbytes, api):
     return mem, off
 
 
+def load_own(a, dtype, api):
+    """``ld.shared`` at a ``.shared::cta`` address (``cvta_to_shared_u32``'s: the offset into this CTA's own shared
+    memory, whatever cluster it is in)."""
+    th = enter(api)
+    dt = np.dtype(dtype)
+    off = int(a)
+    if off % dt.itemsize:
+        raise SimUsageError(api, f"the address must be {dt.itemsize}-byte aligned", f"offset {off:#x}",
+                            "PTX ISA, ld: the address aligned to the access size", where=here(th), seed=th.sim.seed)
+    mem = th.cta.smem
+    mem.check_range(th, api, off, dt.itemsize, dt.itemsize, "the address")
+    mem.load(th, off, dt.itemsize, site())
+    return np.frombuffer(mem.buf, dt, 1, off)[0]
+
+
 def load(a, dtype, api):
     th = enter(api)
     dt = np.dtype(dtype)
