@@ -16,6 +16,7 @@ import asyncpipe.host
 from asyncpipe import sim
 from asyncpipe.bf16 import bf16_bits, bf16_to_float32
 from asyncpipe.kernels import fp8_gemm as G
+from asyncpipe.kernels import fp8_gemm_kernel as FK
 from asyncpipe.kernels import fp8_quant as Q
 from asyncpipe.sim.device import sim_device_info
 
@@ -51,6 +52,21 @@ def test_fp8_gemm_persistent_on_one_sm(rng):
     accumulators restart from zero."""
     with sim.settings(sms=1, seed=3, switch=0.3):
         got, a, sa, b, sb = run(rng, 130, 128, 384, 2)
+    assert np.all(np.abs(got - G.reference(a, sa, b, sb)) <= G.error_bound(a, sa, b, sb))
+
+
+@pytest.mark.parametrize("m, n, k, sms, options", [
+    (130, 328, 128, 1, dict(block_n=192)),                   # 4 tiles of one k-block on one SM (no k-loop past
+                                                             # the first); the last tiles 2 rows deep, 136 wide
+    (70, 328, 384, 1, dict(block_n=192, epilogue="direct")),   # each thread's pairs straight to D
+    (3, 520, 512, 2, dict(block_n=192, k_slices=2)),         # sliced units: only the last slice stores
+])
+def test_deferred_store_across_tiles(m, n, k, sms, options, rng):
+    """At 192 wide (DEFER) a tile's D is stored after the next unit's first mmas are issued, and the walk's last
+    tile after the walk: one SM (two with slices) walks every tile, each stored once, from its own sums."""
+    assert FK.defer_fits(192, 2)
+    with sim.settings(sms=sms, seed=7, switch=0.3):
+        got, a, sa, b, sb = run(rng, m, n, k, 2, **options)
     assert np.all(np.abs(got - G.reference(a, sa, b, sb)) <= G.error_bound(a, sa, b, sb))
 
 
