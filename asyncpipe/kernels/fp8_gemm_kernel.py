@@ -257,9 +257,9 @@ def dacc_fits(block_n: int, ksplit: int = 1, pingpong: bool = False) -> bool:
 
 
 def defer_fits(block_n: int, stages: int, ksplit: int = 1, pingpong: bool = False, dacc: bool = False) -> bool:
-    """Whether a tile's epilogue waits for the next unit's first mmas (DEFER): the one-block-sum k-loop with the
-    late release, B's scales from the stage (192 wide), KSPLIT 1, no pingpong."""
-    return sb_by_tma(block_n) and ksplit == 1 and not pingpong and not dacc and stages // ksplit >= 2
+    """Whether a tile's epilogue waits for the next unit's first mmas (DEFER): KSPLIT 1, no pingpong, and either
+    two block sums (DACC) or, with one, the late release and B's scales from the stage (192 wide)."""
+    return ksplit == 1 and not pingpong and (dacc or sb_by_tma(block_n) and stages >= 2)
 
 
 def epilogue_chunks(block_n: int) -> int:
@@ -447,10 +447,17 @@ def store_tile():
 
 @kernel_part
 def issue_k_block():
-    """DACC: k-block ``kb``'s mmas into block sum ``h`` (acc_blk or acc_blk1), and its scales (p or r) read from
-    its slot, ``held`` or ``held1``, which goes back after its mmas."""
+    """DACC: k-block ``kb``'s B scale (from the warp's chunk), its mmas into block sum ``h`` (acc_blk or acc_blk1),
+    and its scales (p or r) read from its slot, ``held`` or ``held1``, which goes back after its mmas."""
     splice(b_scales_from_chunk)
     splice(issue_mmas)
+    splice(k_block_scales)
+
+
+@kernel_part
+def k_block_scales():
+    """DACC: the products of k-block ``kb``'s row scales and B's (p or r), its slot held (``held`` or ``held1``),
+    the next slot polled."""
     sa_addr = sa_addr0 + st.stage * STAGE_BYTES
     if h == 0:
         p0 = ptx.ld_shared_f32(sa_addr) * sb_k
@@ -662,9 +669,24 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_sb, tma_d, sb, d, ws, counters, M,
                 # comes after it
                 p0 = p1 = r0 = r1 = float32(0.0)
                 held1 = st
-                for kb2 in range(kb_lo, kb_hi - 1, 2):
-                    for h in unroll(2):
-                        kb = kb2 + h
+                if DEFER:
+                    # the unit's first k-block alone, peeled: the last tile's D is stored while its mmas run
+                    kb = kb_lo
+                    for h in unroll(1):              # (B's scale after the mmas: the unit's first chunk was asked for
+                        splice(issue_mmas)           # at the end of the unit before, with no store between to wait
+                        splice(b_scales_from_chunk)  # out its latency)
+                        splice(k_block_scales)
+                    if pending:
+                        splice(store_tile)
+                    for i in unroll(N2, llvm=LLVM_LOOPS, nest=8):
+                        acc[i] = float32(0.0)
+                    ptx.wgmma_wait_group_sync_aligned(0)
+                    release(held)
+                    for i in unroll(N2, llvm=LLVM_LOOPS, nest=8):
+                        acc[i] += acc_blk[i] * (p1 if (i >> 1) & 1 else p0)
+                for o in range(DEFER, kb_hi - kb_lo - 1, 2):   # (by offset: the pairs' parity stays plain
+                    for h in unroll(2):                        # to LLVM, and with it which k-block can start a chunk)
+                        kb = kb_lo + o + h
                         splice(issue_k_block)
                     ptx.wgmma_wait_group_sync_aligned(1)   # the first k-block's mmas are done
                     release(held)
@@ -674,7 +696,7 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_sb, tma_d, sb, d, ws, counters, M,
                     release(held1)
                     for i in unroll(N2, llvm=LLVM_LOOPS, nest=8):
                         acc[i] += acc_blk1[i] * (r1 if (i >> 1) & 1 else r0)
-                if (kb_hi - kb_lo) & 1:
+                if (kb_hi - kb_lo - DEFER) & 1:
                     kb = kb_hi - 1
                     for h in unroll(1):
                         splice(issue_k_block)

@@ -60,11 +60,15 @@ def test_fp8_gemm_persistent_on_one_sm(rng):
                                                              # the first); the last tiles 2 rows deep, 136 wide
     (70, 328, 384, 1, dict(block_n=192, epilogue="direct")),   # each thread's pairs straight to D
     (3, 520, 512, 2, dict(block_n=192, k_slices=2)),         # sliced units: only the last slice stores
+    (130, 200, 384, 1, dict(block_n=128)),                   # DACC: the peeled k-block, then a pair
+    (70, 136, 256, 1, dict(block_n=64)),                     # DACC: the peeled k-block, then an odd last one
+    (130, 200, 128, 1, dict(block_n=128, epilogue="direct")),   # DACC: the peeled k-block only
 ])
 def test_deferred_store_across_tiles(m, n, k, sms, options, rng):
-    """At 192 wide (DEFER) a tile's D is stored after the next unit's first mmas are issued, and the walk's last
-    tile after the walk: one SM (two with slices) walks every tile, each stored once, from its own sums."""
-    assert FK.defer_fits(192, 2)
+    """At 192 wide and with two block sums (DEFER) a tile's D is stored after the next unit's first mmas are issued,
+    and the walk's last tile after the walk: one SM (two with slices) walks every tile, each stored once, from its
+    own sums."""
+    assert FK.kernel_constants(block_n=options["block_n"], stages=2)["DEFER"]
     with sim.settings(sms=sms, seed=7, switch=0.3):
         got, a, sa, b, sb = run(rng, m, n, k, 2, **options)
     assert np.all(np.abs(got - G.reference(a, sa, b, sb)) <= G.error_bound(a, sa, b, sb))
