@@ -290,8 +290,8 @@ def b_scales_from_chunk():
     """At most 128 wide: B's scale of k-block ``kb`` (``sb_k``) from the warp's chunk of SB_CHUNK k-blocks' scales,
     one a lane, read with shfl; the next chunk asked for a chunk ahead, so that the load's latency is paid once every
     32 k-blocks."""
-    j = (kb - kb_lo) & (SB_CHUNK - 1)               # chunks start at the slice's first k-block
-    if j == 0 and kb > kb_lo:                       # the chunk asked for 31 k-blocks ago
+    j = (kb - kb_c) & (SB_CHUNK - 1)                # chunks start at the unit's first k-block of the loop (kb_c)
+    if j == 0 and kb > kb_c:                        # the chunk asked for 31 k-blocks ago
         sb_cur = sb_nxt
     if j == 1 and kb - 1 + SB_CHUNK < kb_hi:
         sb_nxt = sb_chunk(sb_row, kb - 1 + SB_CHUNK)
@@ -648,7 +648,9 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_sb, tma_d, sb, d, ws, counters, M,
             ptx.bar_arrive(TURN, 2 * W.WARPGROUP_THREADS)     # warpgroup 1 issues first
         kb_lo, kb_hi = k_range(ks, slot)
         sb_row, sb_row2 = sb_rows(tn)
-        sb_cur = float32(0.0) if SB_TMA else sb_chunk(sb_row, kb_lo)
+        kb_c = int32(kb_lo + DEFER)                  # the chunks' first k-block: DEFER's peeled one has its own
+        sb_cur = float32(0.0) if SB_TMA else sb_chunk(sb_row, kb_c)
+        sb_first = float32(0.0) if SB_TMA or not DEFER else sb[sb_row + kb_lo]
         while unit < units:
             m0 = (tm * CM + rank_m) * BM
             n0 = (tn * CN + rank_n) * BN
@@ -672,21 +674,28 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_sb, tma_d, sb, d, ws, counters, M,
                 if DEFER:
                     # the unit's first k-block alone, peeled: the last tile's D is stored while its mmas run
                     kb = kb_lo
-                    for h in unroll(1):              # (B's scale after the mmas: the unit's first chunk was asked for
-                        splice(issue_mmas)           # at the end of the unit before, with no store between to wait
-                        splice(b_scales_from_chunk)  # out its latency)
-                        splice(k_block_scales)
+                    for h in unroll(1):
+                        splice(issue_mmas)
+                    held = st
+                    st = advance(st, STAGES)
+                    if POLL:
+                        ready = ptx.mbarrier_test_wait_parity(ptx.addr(full, st.stage), st.phase) != 0
                     if pending:
                         splice(store_tile)
                     for i in unroll(N2, llvm=LLVM_LOOPS, nest=8):
                         acc[i] = float32(0.0)
                     ptx.wgmma_wait_group_sync_aligned(0)
+                    # its scales after the wait (B's asked for at the end of the unit before: no store between to
+                    # wait out the load, and before the wait its product held the store back)
+                    sa_addr = sa_addr0 + held.stage * STAGE_BYTES
+                    p0 = ptx.ld_shared_f32(sa_addr) * sb_first
+                    p1 = ptx.ld_shared_f32(sa_addr + 8 * SCALE_BYTES) * sb_first
                     release(held)
                     for i in unroll(N2, llvm=LLVM_LOOPS, nest=8):
                         acc[i] += acc_blk[i] * (p1 if (i >> 1) & 1 else p0)
-                for o in range(DEFER, kb_hi - kb_lo - 1, 2):   # (by offset: the pairs' parity stays plain
-                    for h in unroll(2):                        # to LLVM, and with it which k-block can start a chunk)
-                        kb = kb_lo + o + h
+                for kb2 in range(kb_c, kb_hi - 1, 2):
+                    for h in unroll(2):
+                        kb = kb2 + h
                         splice(issue_k_block)
                     ptx.wgmma_wait_group_sync_aligned(1)   # the first k-block's mmas are done
                     release(held)
@@ -734,7 +743,10 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_sb, tma_d, sb, d, ws, counters, M,
             kb_lo, kb_hi = k_range(ks, slot)
             sb_row, sb_row2 = sb_rows(tn)
             if not SB_TMA:                           # the next unit's first chunk, in flight during the epilogue
-                sb_cur = sb_chunk(sb_row, kb_lo)
+                kb_c = int32(kb_lo + DEFER)
+                sb_cur = sb_chunk(sb_row, kb_c)
+                if DEFER:
+                    sb_first = sb[sb_row + kb_lo]
 
             if KSPLIT == 2:
                 # ---- the two warpgroups' halves of K meet: warpgroup 2's sums, thread by thread, into warpgroup
