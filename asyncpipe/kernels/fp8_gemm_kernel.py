@@ -693,9 +693,9 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_sb, tma_d, sb, d, ws, counters, M,
                     release(held)
                     for i in unroll(N2, llvm=LLVM_LOOPS, nest=8):
                         acc[i] += acc_blk[i] * (p1 if (i >> 1) & 1 else p0)
-                for kb2 in range(kb_c, kb_hi - 1, 2):
+                for o in range(0, kb_hi - 1 - kb_c, 2):
                     for h in unroll(2):
-                        kb = kb2 + h
+                        kb = kb_c + o + h
                         splice(issue_k_block)
                     ptx.wgmma_wait_group_sync_aligned(1)   # the first k-block's mmas are done
                     release(held)
