@@ -719,11 +719,13 @@ def test_fp8_gemm_dacc_gpu(m, n, k, options, rng):
     (4000, 4000, 384, dict(block_n=192)),                     # 32 x 21 tiles, about 5 a CTA; M and N edges
     (2000, 3000, 128, dict(block_n=192, epilogue="direct")),  # one k-block a tile: only the peeled one
     (1000, 4000, 1152, dict(block_n=192, cluster=(2, 1), stages=3)),   # in clusters, B multicast
+    (2000, 3000, 128, dict(block_n=128)),                     # DACC: the peeled k-block only
+    (1000, 2000, 256, dict(block_n=64, epilogue="direct")),   # DACC: the peeled k-block and an odd last one
 ], ids=lambda v: "x".join(map(str, v)) if isinstance(v, tuple) else None)
 def test_fp8_gemm_deferred_store_gpu(m, n, k, options, rng):
-    """At 192 wide (DEFER) a tile's D is stored while the next unit's first mmas run: CTAs walking several tiles,
-    three launches of one plan on a poisoned D, the same bits each time, within the bound."""
-    assert FK.defer_fits(192, options.get("stages", 4))
+    """At 192 wide and with two block sums (DEFER) a tile's D is stored while the next unit's first mmas run: CTAs
+    walking several tiles, three launches of one plan on a poisoned D, the same bits each time, within the bound."""
+    assert FK.kernel_constants(block_n=options["block_n"], stages=options.get("stages", 4))["DEFER"]
     three_launches_agree(m, n, k, options, rng)
 
 
