@@ -27,7 +27,8 @@ per 128 x 128 block (``sb``, ceil(N/128) x ceil(K/128), row-major). The host sid
                                                            tile takes each column's block's scale
           after the last k-block: D = bf16(acc), each warp's 16 rows into 128B-swizzled staging and out by TMA
           stores that drain during the next tile (EPI_TMA), or straight from registers predicated on row < M
-          (with K slices: the sums into the workspace, and the tile's last slice adds them and stores D)
+          (with K slices: the sums into the workspace, and the tile's last slice adds them and stores D);
+          DEFER: once the next unit's first k-block's mmas are issued, while they run
 
 **B's scales.** At 192 wide (``sb_by_tma``) the producer loads, with each k-block, the 16-byte boxes of flat sb
 that hold the tile's two B scales (TMA's boxes start on 16-byte boundaries: the scale is word (row + kb) % 4 of its
@@ -52,6 +53,15 @@ KSPLIT 1, a third set of registers is free (3 x 64 fp32 accumulators), so k-bloc
 pairs: the first into ``acc_blk``, the second into ``acc_blk1``; wait_group 1 and the first's promotion while the
 second's mmas run, then wait_group 0 and the second's. No wgmma or wait sits under a branch inside the loop (ptxas
 then serialises every wgmma of the kernel, C7514): an odd unit's last k-block follows the loop.
+
+**The deferred store (DEFER).** Both consumer warpgroups finish a tile together, so while they convert and stage
+its D the tensor core has nothing of theirs to run. With DEFER the unit's first k-block is peeled out of the k-loop:
+its mmas are issued, then the tile before is stored (``store_tile``), then they are waited for; the walk's last tile
+is stored after the walk. The peeled k-block's promotion starts from zeroed sums. With two block sums (DACC) the
+peeled k-block's B scale is a load of its own, asked for at the end of the unit before (no store lies between to
+wait it out), and read after the mmas' wait; the chunks then start at the next k-block (``kb_c``). On where DEFER
+is on, ``defer_fits``: KSPLIT 1, no pingpong, and two block sums or 192-wide tiles (one block sum with chunks would
+want the peeled scale the same way; not done).
 
 **Why promote every 128 of K.** The tensor core's FP8 accumulation keeps fewer bits than fp32 (about 13-14
 measured by DeepSeek); summed over all of K the error would grow with K. Each k-block's sum covers 128
