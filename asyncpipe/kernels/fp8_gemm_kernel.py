@@ -660,7 +660,9 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_sb, tma_d, sb, d, ws, counters, M,
         sb_row, sb_row2 = sb_rows(tn)
         kb_c = int32(kb_lo + DEFER)                  # the chunks' first k-block: DEFER's peeled one has its own
         sb_cur = float32(0.0) if SB_TMA else sb_chunk(sb_row, kb_c)
-        sb_first = float32(0.0) if SB_TMA or not DEFER else sb[sb_row + kb_lo]
+        sb_first = float32(0.0)
+        if DEFER and not SB_TMA and kb_lo < k_blocks:   # (a unit past the walk may have no k-block)
+            sb_first = sb[sb_row + kb_lo]
         while unit < units:
             m0 = (tm * CM + rank_m) * BM
             n0 = (tn * CN + rank_n) * BN
@@ -755,7 +757,7 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_sb, tma_d, sb, d, ws, counters, M,
             if not SB_TMA:                           # the next unit's first chunk, in flight during the epilogue
                 kb_c = int32(kb_lo + DEFER)
                 sb_cur = sb_chunk(sb_row, kb_c)
-                if DEFER:
+                if DEFER and kb_lo < k_blocks:       # (a unit past the walk may have no k-block: k_slices)
                     sb_first = sb[sb_row + kb_lo]
 
             if KSPLIT == 2:
