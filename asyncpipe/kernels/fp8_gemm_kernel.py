@@ -27,7 +27,8 @@ per 128 x 128 block (``sb``, ceil(N/128) x ceil(K/128), row-major). The host sid
                                                            tile takes each column's block's scale
           after the last k-block: D = bf16(acc), each warp's 16 rows into 128B-swizzled staging and out by TMA
           stores that drain during the next tile (EPI_TMA), or straight from registers predicated on row < M
-          (with K slices: the sums into the workspace, and the tile's last slice adds them and stores D)
+          (with K slices: the sums into the workspace, and the tile's last slice adds them and stores D);
+          DEFER: once the next unit's first k-block's mmas are issued, while they run
 
 **B's scales.** At 192 wide (``sb_by_tma``) the producer loads, with each k-block, the 16-byte boxes of flat sb
 that hold the tile's two B scales (TMA's boxes start on 16-byte boundaries: the scale is word (row + kb) % 4 of its
@@ -52,6 +53,15 @@ KSPLIT 1, a third set of registers is free (3 x 64 fp32 accumulators), so k-bloc
 pairs: the first into ``acc_blk``, the second into ``acc_blk1``; wait_group 1 and the first's promotion while the
 second's mmas run, then wait_group 0 and the second's. No wgmma or wait sits under a branch inside the loop (ptxas
 then serialises every wgmma of the kernel, C7514): an odd unit's last k-block follows the loop.
+
+**The deferred store (DEFER).** Both consumer warpgroups finish a tile together, so while they convert and stage
+its D the tensor core has nothing of theirs to run. With DEFER the unit's first k-block is peeled out of the k-loop:
+its mmas are issued, then the tile before is stored (``store_tile``), then they are waited for; the walk's last tile
+is stored after the walk. The peeled k-block's promotion starts from zeroed sums. With two block sums (DACC) the
+peeled k-block's B scale is a load of its own, asked for at the end of the unit before (no store lies between to
+wait it out), and read after the mmas' wait; the chunks then start at the next k-block (``kb_c``). On where DEFER
+is on, ``defer_fits``: KSPLIT 1, no pingpong, and two block sums or 192-wide tiles (one block sum with chunks would
+want the peeled scale the same way; not done).
 
 **Why promote every 128 of K.** The tensor core's FP8 accumulation keeps fewer bits than fp32 (about 13-14
 measured by DeepSeek); summed over all of K the error would grow with K. Each k-block's sum covers 128
@@ -256,6 +266,12 @@ def dacc_fits(block_n: int, ksplit: int = 1, pingpong: bool = False) -> bool:
     return ksplit == 1 and block_n in BLOCK_NS and block_n <= DACC_MAX_BLOCK_N and not pingpong
 
 
+def defer_fits(block_n: int, stages: int, ksplit: int = 1, pingpong: bool = False, dacc: bool = False) -> bool:
+    """Whether a tile's epilogue waits for the next unit's first mmas (DEFER): KSPLIT 1, no pingpong, and either
+    two block sums (DACC) or, with one, the late release and B's scales from the stage (192 wide)."""
+    return ksplit == 1 and not pingpong and (dacc or sb_by_tma(block_n) and stages >= 2)
+
+
 def epilogue_chunks(block_n: int) -> int:
     """The TMA epilogue's chunks of a warpgroup's tile: 64 columns each (a 192-wide tile: 3)."""
     return -(-block_n // EPI_COLS)
@@ -284,8 +300,8 @@ def b_scales_from_chunk():
     """At most 128 wide: B's scale of k-block ``kb`` (``sb_k``) from the warp's chunk of SB_CHUNK k-blocks' scales,
     one a lane, read with shfl; the next chunk asked for a chunk ahead, so that the load's latency is paid once every
     32 k-blocks."""
-    j = (kb - kb_lo) & (SB_CHUNK - 1)               # chunks start at the slice's first k-block
-    if j == 0 and kb > kb_lo:                       # the chunk asked for 31 k-blocks ago
+    j = (kb - kb_c) & (SB_CHUNK - 1)                # chunks start at the unit's first k-block of the loop (kb_c)
+    if j == 0 and kb > kb_c:                        # the chunk asked for 31 k-blocks ago
         sb_cur = sb_nxt
     if j == 1 and kb - 1 + SB_CHUNK < kb_hi:
         sb_nxt = sb_chunk(sb_row, kb - 1 + SB_CHUNK)
@@ -325,11 +341,133 @@ def issue_mmas():
 
 
 @kernel_part
+def k_block_issue():
+    """One block sum (no DACC): slot ``st``'s k-block ``kb``, its mmas issued, the last k-block's slot released
+    (LATE_RELEASE), its scales read (s, t, u: the columns' products of A's and B's), the next slot polled."""
+    for h in unroll(1):
+        splice(issue_mmas)
+    if LATE_RELEASE:
+        if kb > first:                   # the last k-block's slot goes back now that this one's mmas
+            release(held)                # are queued: off the path from its promotion to these mmas (its
+        held = st                        # mmas and scale reads are done: wait_group 0 and the promotion)
+    if SB_TMA:
+        splice(b_scales_from_stage)
+    sa_addr = sa_addr0 + st.stage * STAGE_BYTES
+    sa0 = ptx.ld_shared_f32(sa_addr)      # the scales of rows row_t and row_t + 8
+    sa1 = ptx.ld_shared_f32(sa_addr + 8 * SCALE_BYTES)
+    s0 = sa0 * sb_k                      # columns of B's first 128-block
+    s1 = sa1 * sb_k
+    if BN > SCALE_BLOCK:                 # columns 64 .. 127 of the tile: either block; 128 ..: the next
+        t0 = sa0 * sb_k2
+        t1 = sa1 * sb_k2
+        u0 = s0 if split == SCALE_BLOCK else t0
+        u1 = s1 if split == SCALE_BLOCK else t1
+    if not LATE_RELEASE:
+        ptx.wgmma_wait_group_sync_aligned(0)   # this k-block's mmas are done ...
+        release(st)                      # ... so the slot goes back
+    st = advance(st, STAGES)
+    if POLL:                             # the next k-block's data, polled while the mmas run: from the
+        # promotion to the next mmas then only what must be (cuBLAS's order; KSPLIT 1 only, where the next
+        # slot in the ring is this warpgroup's next)
+        ready = ptx.mbarrier_test_wait_parity(ptx.addr(full, st.stage), st.phase) != 0
+
+
+@kernel_part
+def k_block_promote():
+    """One block sum: the k-block's mmas waited for (LATE_RELEASE) and its sum promoted into ``acc``."""
+    if LATE_RELEASE:
+        ptx.wgmma_wait_group_sync_aligned(0)   # this k-block's mmas are done
+    # ---- promotion: acc[4 j + 2 h + e] is row row_t + 8 h, columns 8 j + 2 q + e (d_row_col)
+    for i in unroll(N2, llvm=LLVM_LOOPS, nest=8):
+        if BN <= SCALE_BLOCK or i < 32:              # columns 0 .. 63: the first block
+            if (i >> 1) & 1:
+                acc[i] += acc_blk[i] * s1
+            else:
+                acc[i] += acc_blk[i] * s0
+        elif i < 64:                                 # columns 64 .. 127
+            if (i >> 1) & 1:
+                acc[i] += acc_blk[i] * u1
+            else:
+                acc[i] += acc_blk[i] * u0
+        else:                                        # columns 128 .. 191: the next block
+            if (i >> 1) & 1:
+                acc[i] += acc_blk[i] * t1
+            else:
+                acc[i] += acc_blk[i] * t0
+
+
+@kernel_part
+def store_tile():
+    """The epilogue: the warpgroup's 64 x BN of D (rows em0 + row_wg .., columns en0 ..) from the promoted sums
+    ``acc``, in bf16."""
+    if EPI_TMA:
+        # through this warpgroup's EPI_BUFS swizzled staging buffers of 64 columns, EPI_BUFS chunks a round,
+        # each warp on its own 16 rows: its lane 0 waits until the warp's earlier stores have read the
+        # buffers (wait_group.read 0), syncwarp, every lane writes its bf16 pairs (16-byte chunk c of row r at
+        # c ^ (r % 8): a warp's word stores hit 32 banks), fence.proxy.async, syncwarp, and lane 0 stores each
+        # chunk's 16 x 64 box (the map clips it at M and N), one bulk group. The next tile's k-loop runs while
+        # the stores drain. (Warp by warp: with the warpgroup's named barrier around them ptxas spilled at
+        # 192 wide.)
+        g = lane // 4
+        q = lane % 4
+        r16 = warp_rows                          # the warp's rows r16 + g and r16 + g + 8 of the 64: the
+        # test below on a warp-uniform value (warp_index): on t // 32 it made ptxas take the whole persistent
+        # loop as divergent, the k-loop's descriptors out of uniform registers (16 R2UR a k-block, a spill at
+        # 192 wide)
+        staged = (pad + STAGES * STAGE_BYTES + REDUCE_BYTES + (wg - 1) * EPI_BUFS * EPI_BUF_BYTES) // WORD_BYTES
+        if em0 + row_wg + r16 < M:
+            for rnd in unroll(EPI_ROUNDS):
+                if en0 + rnd * EPI_BUFS * EPI_COLS < N:
+                    if lane0:
+                        ptx.cp_async_bulk_wait_group_read(0)
+                    cuda.syncwarp()
+                    for b in unroll(EPI_BUFS):
+                        ch = rnd * EPI_BUFS + b
+                        if ch < EPI_CHUNKS and en0 + ch * EPI_COLS < N:
+                            buf = staged + b * (EPI_BUF_BYTES // WORD_BYTES)
+                            for h in unroll(2, llvm=LLVM_LOOPS):
+                                line = buf + (r16 + g + 8 * h) * (W.SWIZZLE_128B_ROW_BYTES // WORD_BYTES) + q
+                                for jj in unroll(EPI_COLS // 8, llvm=LLVM_LOOPS, nest=8):
+                                    j = ch * (EPI_COLS // 8) + jj   # columns 8 jj + 2 q, + 1 of the chunk
+                                    smem_u32[line + ((jj ^ g) << 2)] = ptx.cvt_rn_bf16x2_f32(
+                                        acc[4 * j + 2 * h + 1], acc[4 * j + 2 * h])
+                    ptx.fence_proxy_async_shared_cta()
+                    cuda.syncwarp()
+                    if lane0:
+                        for b in unroll(EPI_BUFS):
+                            ch = rnd * EPI_BUFS + b
+                            if ch < EPI_CHUNKS and en0 + ch * EPI_COLS < N:
+                                ptx.cp_async_bulk_tensor_2d_global_shared(
+                                    ptx.addr(tma_d, 0), en0 + ch * EPI_COLS, em0 + row_wg + r16,
+                                    ptx.addr(smem_u32, staged + b * (EPI_BUF_BYTES // WORD_BYTES) +
+                                             r16 * (W.SWIZZLE_128B_ROW_BYTES // WORD_BYTES)))
+                        ptx.cp_async_bulk_commit_group()
+    else:
+        # bf16 pairs straight from registers, rows < M (columns en0 + 8 j + 2 q and + 1 are the word
+        # (en0 + 8 j + 2 q) / 2 of the row's N / 2)
+        for h in unroll(2, llvm=LLVM_LOOPS):
+            r = em0 + row_t + 8 * h
+            if r < M:
+                col = en0 + 2 * (t % 4)          # the thread's first column; N is even: pairs are whole
+                word = r * (N >> 1) + (col >> 1)
+                for j in unroll(BN // 8, llvm=LLVM_LOOPS, nest=8):
+                    if col + 8 * j < N:
+                        d[word + 4 * j] = ptx.cvt_rn_bf16x2_f32(acc[4 * j + 2 * h + 1], acc[4 * j + 2 * h])
+
+
+@kernel_part
 def issue_k_block():
-    """DACC: k-block ``kb``'s mmas into block sum ``h`` (acc_blk or acc_blk1), and its scales (p or r) read from
-    its slot, ``held`` or ``held1``, which goes back after its mmas."""
+    """DACC: k-block ``kb``'s B scale (from the warp's chunk), its mmas into block sum ``h`` (acc_blk or acc_blk1),
+    and its scales (p or r) read from its slot, ``held`` or ``held1``, which goes back after its mmas."""
     splice(b_scales_from_chunk)
     splice(issue_mmas)
+    splice(k_block_scales)
+
+
+@kernel_part
+def k_block_scales():
+    """DACC: the products of k-block ``kb``'s row scales and B's (p or r), its slot held (``held`` or ``held1``),
+    the next slot polled."""
     sa_addr = sa_addr0 + st.stage * STAGE_BYTES
     if h == 0:
         p0 = ptx.ld_shared_f32(sa_addr) * sb_k
@@ -510,6 +648,9 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_sb, tma_d, sb, d, ws, counters, M,
             return W.advance_descriptor(a_desc0, stage_off), W.advance_descriptor(b_desc0, stage_off)
 
         ready = False                                # the slot's data seen complete by a poll
+        pending = False                              # DEFER: a tile's sums in acc, stored during the next unit's mmas
+        em0 = int32(0)                               # the origin of the tile store_tile stores
+        en0 = int32(0)
         unit = cluster
         tm, ks, tn, slot = walk(unit)
         tiles_done = 0
@@ -517,7 +658,11 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_sb, tma_d, sb, d, ws, counters, M,
             ptx.bar_arrive(TURN, 2 * W.WARPGROUP_THREADS)     # warpgroup 1 issues first
         kb_lo, kb_hi = k_range(ks, slot)
         sb_row, sb_row2 = sb_rows(tn)
-        sb_cur = float32(0.0) if SB_TMA else sb_chunk(sb_row, kb_lo)
+        kb_c = int32(kb_lo + DEFER)                  # the chunks' first k-block: DEFER's peeled one has its own
+        sb_cur = float32(0.0) if SB_TMA else sb_chunk(sb_row, kb_c)
+        sb_first = float32(0.0)
+        if DEFER and not SB_TMA and kb_lo < k_blocks:   # (a unit past the walk may have no k-block)
+            sb_first = sb[sb_row + kb_lo]
         while unit < units:
             m0 = (tm * CM + rank_m) * BM
             n0 = (tn * CN + rank_n) * BN
@@ -525,8 +670,9 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_sb, tma_d, sb, d, ws, counters, M,
             cta_slot = slot * CLUSTER + rank                 # its CTA's counter and part of the workspace
             k_slice = ks
             split = SCALE_BLOCK - n0 % SCALE_BLOCK
-            for i in unroll(N2, llvm=LLVM_LOOPS, nest=8):
-                acc[i] = float32(0.0)
+            if not DEFER:                            # (DEFER: zeroed at the first k-block, once a pending tile is stored)
+                for i in unroll(N2, llvm=LLVM_LOOPS, nest=8):
+                    acc[i] = float32(0.0)
             held = st                                # the slot of the last k-block, released after the next's mmas
             sb_nxt = float32(0.0)
             first = kb_lo + int32(KSPLIT == 2 and (st.stage & uint32(1)) != parity)   # the unit's first k-block here
@@ -537,9 +683,31 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_sb, tma_d, sb, d, ws, counters, M,
                 # comes after it
                 p0 = p1 = r0 = r1 = float32(0.0)
                 held1 = st
-                for kb2 in range(kb_lo, kb_hi - 1, 2):
+                if DEFER:
+                    # the unit's first k-block alone, peeled: the last tile's D is stored while its mmas run
+                    kb = kb_lo
+                    for h in unroll(1):
+                        splice(issue_mmas)
+                    held = st
+                    st = advance(st, STAGES)
+                    if POLL:
+                        ready = ptx.mbarrier_test_wait_parity(ptx.addr(full, st.stage), st.phase) != 0
+                    if pending:
+                        splice(store_tile)
+                    for i in unroll(N2, llvm=LLVM_LOOPS, nest=8):
+                        acc[i] = float32(0.0)
+                    ptx.wgmma_wait_group_sync_aligned(0)
+                    # its scales after the wait (B's asked for at the end of the unit before: no store between to
+                    # wait out the load, and before the wait its product held the store back)
+                    sa_addr = sa_addr0 + held.stage * STAGE_BYTES
+                    p0 = ptx.ld_shared_f32(sa_addr) * sb_first
+                    p1 = ptx.ld_shared_f32(sa_addr + 8 * SCALE_BYTES) * sb_first
+                    release(held)
+                    for i in unroll(N2, llvm=LLVM_LOOPS, nest=8):
+                        acc[i] += acc_blk[i] * (p1 if (i >> 1) & 1 else p0)
+                for o in range(0, kb_hi - 1 - kb_c, 2):
                     for h in unroll(2):
-                        kb = kb2 + h
+                        kb = kb_c + o + h
                         splice(issue_k_block)
                     ptx.wgmma_wait_group_sync_aligned(1)   # the first k-block's mmas are done
                     release(held)
@@ -549,7 +717,7 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_sb, tma_d, sb, d, ws, counters, M,
                     release(held1)
                     for i in unroll(N2, llvm=LLVM_LOOPS, nest=8):
                         acc[i] += acc_blk1[i] * (r1 if (i >> 1) & 1 else r0)
-                if (kb_hi - kb_lo) & 1:
+                if (kb_hi - kb_lo - DEFER) & 1:
                     kb = kb_hi - 1
                     for h in unroll(1):
                         splice(issue_k_block)
@@ -558,7 +726,17 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_sb, tma_d, sb, d, ws, counters, M,
                     for i in unroll(N2, llvm=LLVM_LOOPS, nest=8):
                         acc[i] += acc_blk[i] * (p1 if (i >> 1) & 1 else p0)
             else:
-                for kb in range(kb_lo, kb_hi):
+                if DEFER:
+                    # the unit's first k-block, peeled: the last tile's D is stored while its mmas run (in the
+                    # loop, the store's registers made ptxas spill at 192 wide)
+                    kb = kb_lo
+                    splice(k_block_issue)
+                    if pending:
+                        splice(store_tile)
+                    for i in unroll(N2, llvm=LLVM_LOOPS, nest=8):
+                        acc[i] = float32(0.0)
+                    splice(k_block_promote)
+                for kb in range(int32(kb_lo + DEFER), kb_hi):
                     if not SB_TMA:
                         splice(b_scales_from_chunk)
                     if KSPLIT == 2 and (st.stage & uint32(1)) != parity:
@@ -566,51 +744,8 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_sb, tma_d, sb, d, ws, counters, M,
                         # barrier runs two phases past a warpgroup (a parity wait cannot tell phase p from p + 2)
                         st = advance(st, STAGES)
                         continue
-                    for h in unroll(1):
-                        splice(issue_mmas)
-                    if LATE_RELEASE:
-                        if kb > first:                   # the last k-block's slot goes back now that this one's mmas
-                            release(held)                # are queued: off the path from its promotion to these mmas (its
-                        held = st                        # mmas and scale reads are done: wait_group 0 and the promotion)
-                    if SB_TMA:
-                        splice(b_scales_from_stage)
-                    sa_addr = sa_addr0 + st.stage * STAGE_BYTES
-                    sa0 = ptx.ld_shared_f32(sa_addr)      # the scales of rows row_t and row_t + 8
-                    sa1 = ptx.ld_shared_f32(sa_addr + 8 * SCALE_BYTES)
-                    s0 = sa0 * sb_k                      # columns of B's first 128-block
-                    s1 = sa1 * sb_k
-                    if BN > SCALE_BLOCK:                 # columns 64 .. 127 of the tile: either block; 128 ..: the next
-                        t0 = sa0 * sb_k2
-                        t1 = sa1 * sb_k2
-                        u0 = s0 if split == SCALE_BLOCK else t0
-                        u1 = s1 if split == SCALE_BLOCK else t1
-                    if not LATE_RELEASE:
-                        ptx.wgmma_wait_group_sync_aligned(0)   # this k-block's mmas are done ...
-                        release(st)                      # ... so the slot goes back
-                    st = advance(st, STAGES)
-                    if POLL:                             # the next k-block's data, polled while the mmas run: from the
-                        # promotion to the next mmas then only what must be (cuBLAS's order; KSPLIT 1 only, where the next
-                        # slot in the ring is this warpgroup's next)
-                        ready = ptx.mbarrier_test_wait_parity(ptx.addr(full, st.stage), st.phase) != 0
-                    if LATE_RELEASE:
-                        ptx.wgmma_wait_group_sync_aligned(0)   # this k-block's mmas are done
-                    # ---- promotion: acc[4 j + 2 h + e] is row row_t + 8 h, columns 8 j + 2 q + e (d_row_col)
-                    for i in unroll(N2, llvm=LLVM_LOOPS, nest=8):
-                        if BN <= SCALE_BLOCK or i < 32:              # columns 0 .. 63: the first block
-                            if (i >> 1) & 1:
-                                acc[i] += acc_blk[i] * s1
-                            else:
-                                acc[i] += acc_blk[i] * s0
-                        elif i < 64:                                 # columns 64 .. 127
-                            if (i >> 1) & 1:
-                                acc[i] += acc_blk[i] * u1
-                            else:
-                                acc[i] += acc_blk[i] * u0
-                        else:                                        # columns 128 .. 191: the next block
-                            if (i >> 1) & 1:
-                                acc[i] += acc_blk[i] * t1
-                            else:
-                                acc[i] += acc_blk[i] * t0
+                    splice(k_block_issue)
+                    splice(k_block_promote)
                 if LATE_RELEASE and first < kb_hi:       # the unit's last slot
                     release(held)
 
@@ -620,7 +755,10 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_sb, tma_d, sb, d, ws, counters, M,
             kb_lo, kb_hi = k_range(ks, slot)
             sb_row, sb_row2 = sb_rows(tn)
             if not SB_TMA:                           # the next unit's first chunk, in flight during the epilogue
-                sb_cur = sb_chunk(sb_row, kb_lo)
+                kb_c = int32(kb_lo + DEFER)
+                sb_cur = sb_chunk(sb_row, kb_c)
+                if DEFER and kb_lo < k_blocks:       # (a unit past the walk may have no k-block: k_slices)
+                    sb_first = sb[sb_row + kb_lo]
 
             if KSPLIT == 2:
                 # ---- the two warpgroups' halves of K meet: warpgroup 2's sums, thread by thread, into warpgroup
@@ -638,6 +776,7 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_sb, tma_d, sb, d, ws, counters, M,
                 if unit < units:                     # warpgroup 2 writes again after the next tile
                     ptx.bar_arrive(REDUCE_FREE, 2 * W.WARPGROUP_THREADS)
 
+            pending = False                          # (set here, not in the k-loop: one value less live in it)
             if sliced:
                 # ---- the tile's K slices meet (k_slices): every holder of sums (both consumer warpgroups, or
                 # warpgroup 1 after KSPLIT 2's reduction) writes them to the workspace, slot k_slice of the tile,
@@ -670,60 +809,16 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_sb, tma_d, sb, d, ws, counters, M,
                         for i in unroll(N2, llvm=LLVM_LOOPS, nest=8):
                             acc[i] += ws[slot0 + (s * N2 + i) * HOLDERS]
 
-            # ---- epilogue: the warpgroup's 64 x BN of D (rows m0 + row_wg .., columns n0 ..)
-            if EPI_TMA:
-                # through this warpgroup's EPI_BUFS swizzled staging buffers of 64 columns, EPI_BUFS chunks a round,
-                # each warp on its own 16 rows: its lane 0 waits until the warp's earlier stores have read the
-                # buffers (wait_group.read 0), syncwarp, every lane writes its bf16 pairs (16-byte chunk c of row r at
-                # c ^ (r % 8): a warp's word stores hit 32 banks), fence.proxy.async, syncwarp, and lane 0 stores each
-                # chunk's 16 x 64 box (the map clips it at M and N), one bulk group. The next tile's k-loop runs while
-                # the stores drain. (Warp by warp: with the warpgroup's named barrier around them ptxas spilled at
-                # 192 wide.)
-                g = lane // 4
-                q = lane % 4
-                r16 = warp_rows                          # the warp's rows r16 + g and r16 + g + 8 of the 64: the
-                # test below on a warp-uniform value (warp_index): on t // 32 it made ptxas take the whole persistent
-                # loop as divergent, the k-loop's descriptors out of uniform registers (16 R2UR a k-block, a spill at
-                # 192 wide)
-                staged = (pad + STAGES * STAGE_BYTES + REDUCE_BYTES + (wg - 1) * EPI_BUFS * EPI_BUF_BYTES) // WORD_BYTES
-                if m0 + row_wg + r16 < M:
-                    for rnd in unroll(EPI_ROUNDS):
-                        if n0 + rnd * EPI_BUFS * EPI_COLS < N:
-                            if lane0:
-                                ptx.cp_async_bulk_wait_group_read(0)
-                            cuda.syncwarp()
-                            for b in unroll(EPI_BUFS):
-                                ch = rnd * EPI_BUFS + b
-                                if ch < EPI_CHUNKS and n0 + ch * EPI_COLS < N:
-                                    buf = staged + b * (EPI_BUF_BYTES // WORD_BYTES)
-                                    for h in unroll(2, llvm=LLVM_LOOPS):
-                                        line = buf + (r16 + g + 8 * h) * (W.SWIZZLE_128B_ROW_BYTES // WORD_BYTES) + q
-                                        for jj in unroll(EPI_COLS // 8, llvm=LLVM_LOOPS, nest=8):
-                                            j = ch * (EPI_COLS // 8) + jj   # columns 8 jj + 2 q, + 1 of the chunk
-                                            smem_u32[line + ((jj ^ g) << 2)] = ptx.cvt_rn_bf16x2_f32(
-                                                acc[4 * j + 2 * h + 1], acc[4 * j + 2 * h])
-                            ptx.fence_proxy_async_shared_cta()
-                            cuda.syncwarp()
-                            if lane0:
-                                for b in unroll(EPI_BUFS):
-                                    ch = rnd * EPI_BUFS + b
-                                    if ch < EPI_CHUNKS and n0 + ch * EPI_COLS < N:
-                                        ptx.cp_async_bulk_tensor_2d_global_shared(
-                                            ptx.addr(tma_d, 0), n0 + ch * EPI_COLS, m0 + row_wg + r16,
-                                            ptx.addr(smem_u32, staged + b * (EPI_BUF_BYTES // WORD_BYTES) +
-                                                     r16 * (W.SWIZZLE_128B_ROW_BYTES // WORD_BYTES)))
-                                ptx.cp_async_bulk_commit_group()
+            # ---- epilogue: the warpgroup's 64 x BN of D. DEFER: after the next unit's first mmas are issued, while
+            # they run (the store's conversions and shared stores then no longer hold both warpgroups' mmas back)
+            em0 = m0
+            en0 = n0
+            if DEFER:
+                pending = True
             else:
-                # bf16 pairs straight from registers, rows < M (columns n0 + 8 j + 2 q and + 1 are the word
-                # (n0 + 8 j + 2 q) / 2 of the row's N / 2)
-                for h in unroll(2, llvm=LLVM_LOOPS):
-                    r = m0 + row_t + 8 * h
-                    if r < M:
-                        col = n0 + 2 * (t % 4)          # the thread's first column; N is even: pairs are whole
-                        word = r * (N >> 1) + (col >> 1)
-                        for j in unroll(BN // 8, llvm=LLVM_LOOPS, nest=8):
-                            if col + 8 * j < N:
-                                d[word + 4 * j] = ptx.cvt_rn_bf16x2_f32(acc[4 * j + 2 * h + 1], acc[4 * j + 2 * h])
+                splice(store_tile)
+        if DEFER and pending:                        # the walk's last tile
+            splice(store_tile)
         if EPI_TMA and lane0:
             ptx.cp_async_bulk_wait_group_read(0)     # the last stores have read the staging buffers
         if PINGPONG and wg == 1:
@@ -779,7 +874,8 @@ def kernel_constants(block_n=128, stages=6, cluster=(1, 1), llvm_loops=True, ksp
                 EPI_BUFS=max(1, epi_bufs), EPI_CHUNKS=epilogue_chunks(block_n),
                 EPI_ROUNDS=-(-epilogue_chunks(block_n) // max(1, epi_bufs)), REDUCE_BYTES=reduce_bytes(block_n, ksplit),
                 PINGPONG=int(bool(pingpong)), LATE_RELEASE=int(stages // ksplit >= 2),
-                POLL=int(ksplit == 1), DACC=int(bool(dacc)))
+                POLL=int(ksplit == 1), DACC=int(bool(dacc)),
+                DEFER=int(defer_fits(block_n, stages, ksplit, pingpong, dacc)))
 
 
 def make_kernel(**config):

@@ -381,7 +381,8 @@ def test_fp8_gemm_sass_tma_epilogue(block_n, bufs, ksplit):
     print(cubin.resources, "STS:", ops.count("STS"))
     # (LLVM may duplicate the epilogue per path of the tile's edge tests: at least one copy of every conversion)
     assert ops.count("F2FP.BF16.F32.PACK_AB") >= n2 // 2 and ops.count("STS") >= n2 // 2 + n2 * (ksplit == 2)
-    assert ops.count("UTMASTG.2D") == FK.epilogue_chunks(block_n) and ops.count("FENCE.VIEW.ASYNC.S") >= 1
+    stores = 1 + FK.kernel_constants(block_n=block_n, ksplit=ksplit, epi_bufs=bufs)["DEFER"]   # DEFER: two sites
+    assert ops.count("UTMASTG.2D") == FK.epilogue_chunks(block_n) * stores and ops.count("FENCE.VIEW.ASYNC.S") >= 1
     assert cubin.resources.stack == 0 and cubin.resources.local == 0
     k_loop = [i.opcode for i in cubin.innermost_loop("QGMMA")]
     pairs = FK.kernel_constants(block_n=block_n, ksplit=ksplit, epi_bufs=bufs)["DACC"]   # DACC: the loop is a pair
@@ -428,7 +429,11 @@ def test_fp8_gemm_sass(block_n, cluster, ksplit, k_slices):
     print(cubin.resources, "QGMMA:", sum(o.startswith("QGMMA") for o in ops), "FFMA:", ops.count("FFMA"))
     # DACC (on by default at <= 128 wide with KSPLIT 1 and this direct epilogue): the k-loop issues a pair of k-blocks
     # into two block sums, and an odd unit's last k-block follows it: three copies of a k-block's mmas and promotion
-    copies = 3 if FK.kernel_constants(block_n=block_n, cluster=cluster, ksplit=ksplit, k_slices=k_slices)["DACC"] else 1
+    # DEFER (192 wide, and DACC): the unit's first k-block is peeled (one copy more), and a tile's store comes twice:
+    # after the next unit's first mmas, and after the walk for its last tile
+    constants = FK.kernel_constants(block_n=block_n, cluster=cluster, ksplit=ksplit, k_slices=k_slices)
+    copies = (3 if constants["DACC"] else 1) + constants["DEFER"]
+    stores = 2 if constants["DEFER"] else 1
     # four k32 e4m3 wgmma per k-block, the first with scale-d 0 (no C input: "RZ, !UPT"), the last committed
     q = [line for line in sass.splitlines() if re.search(rf"\bQGMMA\.64x{block_n}x32\.F32\.E4M3\.E4M3\s", line)]
     assert len(q) == FK.K_STEPS * copies, "\n".join(q) or sass
@@ -449,7 +454,7 @@ def test_fp8_gemm_sass(block_n, cluster, ksplit, k_slices):
         assert loads == boxes + ["UTMALDG.2D"] * (3 - shared) + ["UTMALDG.2D.MULTICAST"] * shared
         # (the k-loop's release: one arrival instruction, lane i < CM + CN - 1 arriving in peer i)
         k_loop = [i for i in cubin.innermost_loop("QGMMA") if i.opcode == "SYNCS.ARRIVE.TRANS64.RED.A1T0"]
-        assert len(k_loop) == (2 if copies == 3 else 1) and all(i.predicate for i in k_loop), k_loop
+        assert len(k_loop) == 1 + constants["DACC"] and all(i.predicate for i in k_loop), k_loop
         assert "UCGABAR_ARV" in ops and "UCGABAR_WAIT" in ops
         assert ops.count("MEMBAR.ALL.GPU") == ops.count("UCGABAR_ARV") + 2 * (k_slices > 1)
     # the promotion: one FFMA per accumulator (64), the scales' product (2 FMUL), bf16 pairs out; split_k 2 adds
@@ -471,10 +476,10 @@ def test_fp8_gemm_sass(block_n, cluster, ksplit, k_slices):
         before = ops[max(i for i in syncs if i < a):a]             # from the holders' barrier to the count ...
         after = ops[a:min(i for i in syncs if i > a)]              # ... and on to the barrier that hands it out
         assert "MEMBAR.ALL.GPU" in before and "MEMBAR.ALL.GPU" in after, sass
-        assert ops.count("STG.E") == n2 // 2 + n2 + 1 and ops.count("FADD") >= n2 * (ksplit == 2) + n2
+        assert ops.count("STG.E") == n2 // 2 * stores + n2 + 1 and ops.count("FADD") >= n2 * (ksplit == 2) + n2
     else:
-        assert atomics == [] and ops.count("STG.E") == n2 // 2      # D's bf16 pairs only
-    assert ops.count("F2FP.BF16.F32.PACK_AB") == FK.W.accumulators(block_n) // 2
+        assert atomics == [] and ops.count("STG.E") == n2 // 2 * stores      # D's bf16 pairs only
+    assert ops.count("F2FP.BF16.F32.PACK_AB") == FK.W.accumulators(block_n) // 2 * stores
     assert re.findall(r"USETMAXREG\.DEALLOC\.CTAPOOL (0x[0-9a-f]+)", sass) == [hex(FK.PRODUCER_REGS)]
     assert re.findall(r"USETMAXREG\.TRY_ALLOC\.CTAPOOL UP\d, (0x[0-9a-f]+)", sass) == [hex(FK.CONSUMER_REGS)]
     assert cubin.resources.registers == FK.REGISTER_FILE // FK.THREADS // 8 * 8 and cubin.resources.local == 0
@@ -485,7 +490,7 @@ def test_fp8_gemm_sass(block_n, cluster, ksplit, k_slices):
     print("k-loop:", len(k_loop), "instructions,", r2ur, "R2UR")
     assert ksplit == 2 or r2ur <= (2 if block_n > 128 else 0), k_loop   # (KSPLIT 2's loop: 1 to 3, not looked into)
     polls = [o for o in k_loop if o == "SYNCS.PHASECHK.TRANS64"]          # test_wait: no TRYWAIT suffix
-    assert len(polls) == (ksplit == 1) * (2 if copies == 3 else 1), k_loop   # DACC's loop: a pair of k-blocks
+    assert len(polls) == (ksplit == 1) * (1 + constants["DACC"]), k_loop   # DACC's loop: a pair of k-blocks
 
 
 @pytest.mark.sass
@@ -706,6 +711,22 @@ def test_fp8_gemm_dacc_gpu(m, n, k, options, rng):
     """dacc=True (two block sums, k-blocks in pairs): three launches of one plan on a poisoned D, the same bits each
     time, within the bound; with either epilogue."""
     three_launches_agree(m, n, k, dict(options, dacc=True), rng)
+
+
+@pytest.mark.gpu
+@pytest.mark.hopper
+@pytest.mark.parametrize("m, n, k, options", [
+    (4000, 4000, 384, dict(block_n=192)),                     # 32 x 21 tiles, about 5 a CTA; M and N edges
+    (2000, 3000, 128, dict(block_n=192, epilogue="direct")),  # one k-block a tile: only the peeled one
+    (1000, 4000, 1152, dict(block_n=192, cluster=(2, 1), stages=3)),   # in clusters, B multicast
+    (2000, 3000, 128, dict(block_n=128)),                     # DACC: the peeled k-block only
+    (1000, 2000, 256, dict(block_n=64, epilogue="direct")),   # DACC: the peeled k-block and an odd last one
+], ids=lambda v: "x".join(map(str, v)) if isinstance(v, tuple) else None)
+def test_fp8_gemm_deferred_store_gpu(m, n, k, options, rng):
+    """At 192 wide and with two block sums (DEFER) a tile's D is stored while the next unit's first mmas run: CTAs
+    walking several tiles, three launches of one plan on a poisoned D, the same bits each time, within the bound."""
+    assert FK.kernel_constants(block_n=options["block_n"], stages=options.get("stages", 4))["DEFER"]
+    three_launches_agree(m, n, k, options, rng)
 
 
 @pytest.mark.gpu

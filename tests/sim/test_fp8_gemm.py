@@ -16,6 +16,7 @@ import asyncpipe.host
 from asyncpipe import sim
 from asyncpipe.bf16 import bf16_bits, bf16_to_float32
 from asyncpipe.kernels import fp8_gemm as G
+from asyncpipe.kernels import fp8_gemm_kernel as FK
 from asyncpipe.kernels import fp8_quant as Q
 from asyncpipe.sim.device import sim_device_info
 
@@ -51,6 +52,25 @@ def test_fp8_gemm_persistent_on_one_sm(rng):
     accumulators restart from zero."""
     with sim.settings(sms=1, seed=3, switch=0.3):
         got, a, sa, b, sb = run(rng, 130, 128, 384, 2)
+    assert np.all(np.abs(got - G.reference(a, sa, b, sb)) <= G.error_bound(a, sa, b, sb))
+
+
+@pytest.mark.parametrize("m, n, k, sms, options", [
+    (130, 328, 128, 1, dict(block_n=192)),                   # 4 tiles of one k-block on one SM (no k-loop past
+                                                             # the first); the last tiles 2 rows deep, 136 wide
+    (70, 328, 384, 1, dict(block_n=192, epilogue="direct")),   # each thread's pairs straight to D
+    (3, 520, 512, 2, dict(block_n=192, k_slices=2)),         # sliced units: only the last slice stores
+    (130, 200, 384, 1, dict(block_n=128)),                   # DACC: the peeled k-block, then a pair
+    (70, 136, 256, 1, dict(block_n=64)),                     # DACC: the peeled k-block, then an odd last one
+    (130, 200, 128, 1, dict(block_n=128, epilogue="direct")),   # DACC: the peeled k-block only
+])
+def test_deferred_store_across_tiles(m, n, k, sms, options, rng):
+    """At 192 wide and with two block sums (DEFER) a tile's D is stored after the next unit's first mmas are issued,
+    and the walk's last tile after the walk: one SM (two with slices) walks every tile, each stored once, from its
+    own sums."""
+    assert FK.kernel_constants(block_n=options["block_n"], stages=2)["DEFER"]
+    with sim.settings(sms=sms, seed=7, switch=0.3):
+        got, a, sa, b, sb = run(rng, m, n, k, 2, **options)
     assert np.all(np.abs(got - G.reference(a, sa, b, sb)) <= G.error_bound(a, sa, b, sb))
 
 
@@ -233,10 +253,11 @@ def test_empty_barrier_counting_only_its_own_consumers_is_caught(broken, rng):
     returning for the phase before)."""
     broken("pipeline_init(full, empty, STAGES, 1, CONSUMER_WARPS // KSPLIT * (CM + CN - 1))",
            "pipeline_init(full, empty, STAGES, 1, CONSUMER_WARPS // KSPLIT)")
-    with pytest.raises((sim.SharedMemoryRaceError, sim.WgmmaPendingError),
+    with pytest.raises((sim.SharedMemoryRaceError, sim.WgmmaPendingError, sim.MbarrierPhaseError),
                        match=r"(?s)(cp_async_bulk_tensor_2d_shared_global.*an earlier read by thread|made a read of word "
                        r"0x[0-9a-f]+, which a copy completing phase \d+ writes|must not be overwritten until a "
-                       r"wgmma_wait_group retires)"):
+                       r"wgmma_wait_group retires|a waiting thread must see its phase complete before the barrier "
+                       r"completes the next one)"):
         run(rng, 130, 128, 640, 2, cluster=(2, 1), block_n=128)
 
 
