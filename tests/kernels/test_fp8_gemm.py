@@ -172,6 +172,18 @@ def test_dacc_default():
     assert not FK.kernel_constants(block_n=192)["DACC"] and not FK.kernel_constants(block_n=64, ksplit=2)["DACC"]
 
 
+def test_defer_where_it_may():
+    """The deferred store (DEFER) wherever the first k-block can be peeled with its scales at hand: 192 wide (B's
+    scales in the stage) and two block sums, KSPLIT 1 and no pingpong; not with one block sum and chunks, with
+    KSPLIT 2 or pingpong (whose turns are taken per k-block), nor with one stage at 192 wide (no late release)."""
+    on = [dict(block_n=192), dict(block_n=192, cluster=(2, 1), stages=2), dict(block_n=128), dict(block_n=64),
+          dict(block_n=128, epi_bufs=1)]
+    off = [dict(block_n=128, dacc=False), dict(block_n=64, ksplit=2), dict(block_n=192, pingpong=True),
+           dict(block_n=128, pingpong=True), dict(block_n=192, stages=1)]
+    assert all(FK.kernel_constants(**c)["DEFER"] for c in on)
+    assert not any(FK.kernel_constants(**c)["DEFER"] for c in off)
+
+
 def test_old_gpu_is_refused_by_name():
     from asyncpipe.spec.device import DeviceInfo, check_cc
 
