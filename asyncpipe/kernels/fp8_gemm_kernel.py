@@ -59,8 +59,8 @@ its D the tensor core has nothing of theirs to run. With DEFER the unit's first 
 its mmas are issued, then the tile before is stored (``store_tile``), then they are waited for; the walk's last tile
 is stored after the walk. The peeled k-block's promotion starts from zeroed sums. With two block sums (DACC) the
 peeled k-block's B scale is a load of its own, asked for at the end of the unit before (no store lies between to
-wait it out), and read after the mmas' wait; the chunks then start at the next k-block (``kb_c``). On where DEFER
-is on, ``defer_fits``: KSPLIT 1, no pingpong, and two block sums or 192-wide tiles (one block sum with chunks would
+wait it out), and read after the mmas' wait; the chunks then start at the next k-block (``kb_c``). DEFER is on
+where ``defer_fits``: KSPLIT 1, no pingpong, and two block sums or 192-wide tiles (one block sum with chunks would
 want the peeled scale the same way; not done).
 
 **Why promote every 128 of K.** The tensor core's FP8 accumulation keeps fewer bits than fp32 (about 13-14
@@ -347,28 +347,30 @@ def k_block_issue():
     for h in unroll(1):
         splice(issue_mmas)
     if LATE_RELEASE:
-        if kb > first:                   # the last k-block's slot goes back now that this one's mmas
-            release(held)                # are queued: off the path from its promotion to these mmas (its
-        held = st                        # mmas and scale reads are done: wait_group 0 and the promotion)
+        # the last k-block's slot goes back now that this one's mmas are queued: off the path from its promotion
+        # to these mmas (its mmas and scale reads are done: wait_group 0 and the promotion)
+        if kb > first:
+            release(held)
+        held = st
     if SB_TMA:
         splice(b_scales_from_stage)
     sa_addr = sa_addr0 + st.stage * STAGE_BYTES
-    sa0 = ptx.ld_shared_f32(sa_addr)      # the scales of rows row_t and row_t + 8
+    sa0 = ptx.ld_shared_f32(sa_addr)                # the scales of rows row_t and row_t + 8
     sa1 = ptx.ld_shared_f32(sa_addr + 8 * SCALE_BYTES)
-    s0 = sa0 * sb_k                      # columns of B's first 128-block
+    s0 = sa0 * sb_k                                 # columns of B's first 128-block
     s1 = sa1 * sb_k
-    if BN > SCALE_BLOCK:                 # columns 64 .. 127 of the tile: either block; 128 ..: the next
+    if BN > SCALE_BLOCK:                            # columns 64 .. 127 of the tile: either block; 128 ..: the next
         t0 = sa0 * sb_k2
         t1 = sa1 * sb_k2
         u0 = s0 if split == SCALE_BLOCK else t0
         u1 = s1 if split == SCALE_BLOCK else t1
     if not LATE_RELEASE:
-        ptx.wgmma_wait_group_sync_aligned(0)   # this k-block's mmas are done ...
-        release(st)                      # ... so the slot goes back
+        ptx.wgmma_wait_group_sync_aligned(0)        # this k-block's mmas are done ...
+        release(st)                                 # ... so the slot goes back
     st = advance(st, STAGES)
-    if POLL:                             # the next k-block's data, polled while the mmas run: from the
-        # promotion to the next mmas then only what must be (cuBLAS's order; KSPLIT 1 only, where the next
-        # slot in the ring is this warpgroup's next)
+    if POLL:
+        # the next k-block's data, polled while the mmas run: from the promotion to the next mmas then only what
+        # must be (cuBLAS's order; KSPLIT 1 only, where the next slot in the ring is this warpgroup's next)
         ready = ptx.mbarrier_test_wait_parity(ptx.addr(full, st.stage), st.phase) != 0
 
 
@@ -376,7 +378,7 @@ def k_block_issue():
 def k_block_promote():
     """One block sum: the k-block's mmas waited for (LATE_RELEASE) and its sum promoted into ``acc``."""
     if LATE_RELEASE:
-        ptx.wgmma_wait_group_sync_aligned(0)   # this k-block's mmas are done
+        ptx.wgmma_wait_group_sync_aligned(0)        # this k-block's mmas are done
     # ---- promotion: acc[4 j + 2 h + e] is row row_t + 8 h, columns 8 j + 2 q + e (d_row_col)
     for i in unroll(N2, llvm=LLVM_LOOPS, nest=8):
         if BN <= SCALE_BLOCK or i < 32:              # columns 0 .. 63: the first block
