@@ -212,7 +212,9 @@ def ld_shared_cluster_f64(a):
 @primitive("float32(uint32)", ptx="ld.shared.f32 d, [a];", isa=20, sm=20, who=_LD, sass=("LDS",))
 def ld_shared_f32(a):
     """Loads a float32 from this CTA's shared memory at the 32-bit ``.shared::cta`` address ``a`` (from
-    ``cvta_to_shared_u32``, computed once), 4-byte aligned: an ``LDS`` whose address needs no generic window."""
+    ``cvta_to_shared_u32``, computed once), 4-byte aligned: an ``LDS`` whose address needs no generic window. The
+    simulator refuses a misaligned address or one outside the CTA's shared memory; on the GPU, as with any
+    ``ld.shared``, such an address faults or reads another word."""
     return _sim.load_own(a, np.float32, "ld_shared_f32")
 
 
