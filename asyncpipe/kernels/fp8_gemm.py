@@ -493,9 +493,6 @@ BENCH_SHAPES = ((4096, 4096, 4096), (8192, 8192, 8192),
 H200_SMS, H200_SMEM_OPTIN = 132, 232448      # the H200's SMs and opt-in shared memory per block (bytes)
 
 
-TMA_EPILOGUE_MAX_BLOCK_N = 128     # up to it one staging buffer per consumer warpgroup; at 192 one per chunk
-
-
 def default_epilogue(block_n, d_address: int) -> str:
     """"tma" where D is 16-byte aligned, else "direct". Measured on an H100 (2026-12-07, 17a303e,
     ``bench/h100_fp8_ab_epilogue_nsplit_17a303e.json``) at 192 wide: 1.11x the direct epilogue at 4096^3 and at 4096 x
@@ -509,10 +506,14 @@ def default_epilogue(block_n, d_address: int) -> str:
 
 
 def default_epilogue_buffers(block_n: int) -> int:
-    """The TMA epilogue's staging buffers per consumer warpgroup by default: one up to 128 wide (8 KB, the most
-    stages; at 128 wide one and two ran within 2 %), a buffer per chunk at 192 (3: 4 stages; 1.07-1.08x the direct
-    epilogue against 1.05-1.07x with one)."""
-    return 1 if block_n <= TMA_EPILOGUE_MAX_BLOCK_N else FK.epilogue_chunks(block_n)
+    """The TMA epilogue's staging buffers per consumer warpgroup by default: one (8 KB) at every width, which leaves
+    the most stages (at 128 wide one and two ran within 2 %). At 192 wide a buffer per chunk (3) left 4 stages, one
+    leaves 5: since a tile's D is stored under the next unit's first mmas (DEFER), one buffer ran 1.005-1.06x three
+    in the same processes at every 192-wide shape timed (8192^3 1.011x, 1.047x and 1.012x in three processes;
+    4096 x 24576 x 1536 1.008x, 4096 x 2112 x 7168 1.005x, 512 x 24576 x 1536 1.06x; an H100, 2026-12-07,
+    ``bench/h100_fp8_s31_2026-12-07.json``). Before DEFER three buffers had been the faster (1.07-1.08x the direct
+    epilogue against 1.05-1.07x)."""
+    return 1
 
 
 def fitting_epilogue(epilogue: str, bufs: int, block_n: int, stages: int, split_k: int, smem_limit: int,

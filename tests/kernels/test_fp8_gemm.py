@@ -269,11 +269,19 @@ def test_tail_slices_fill_the_last_round():
         [660, 0, 704]
 
 
+def test_default_epilogue_buffers():
+    """One staging buffer a consumer warpgroup at every width by default: at 192 wide it leaves 5 stages on the H200
+    (three buffers left 4)."""
+    assert [G.default_epilogue_buffers(bn) for bn in FK.BLOCK_NS] == [1, 1, 1]
+    assert FK.max_stages(192, H200_SMEM, 1, 1) == 5 and FK.max_stages(192, H200_SMEM, 1, 3) == 4
+    assert (192, 5, (1, 1), 1, 1, 1) in G.bench_configs()
+
+
 def test_default_epilogue_yields_to_given_stages():
     """stages given: the default TMA epilogue's buffers are cut to what leaves them room, then the direct epilogue
     taken, unless the caller named the epilogue (then the check says what does not fit)."""
     fit = G.fitting_epilogue
-    assert fit("tma", 3, 192, 4, 1, H200_SMEM) == ("tma", 3)             # the default: 4 stages beside 3 buffers
+    assert fit("tma", 3, 192, 4, 1, H200_SMEM) == ("tma", 3)             # 4 stages beside 3 buffers
     assert fit("tma", 3, 192, 5, 1, H200_SMEM) == ("tma", 1)             # 5 x 41 KB: room for one
     assert fit("tma", 1, 64, 9, 1, H200_SMEM) == ("direct", 1)           # 9 x 25 KB: none
     assert fit("tma", 1, 64, 9, 1, H200_SMEM, explicit=True) == ("tma", 1)
