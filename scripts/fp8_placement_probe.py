@@ -51,12 +51,14 @@ def main() -> int:
         placements.append((f"fresh{i}", cuda.to_device(a), cuda.to_device(b)))
     offsets = [int(v) for v in args.offsets.split(",") if v]
     if offsets:
-        top = max(offsets)
-        big_a = cuda.device_array(a.size + top, np.uint8)
-        big_b = cuda.device_array(b.size + top, np.uint8)
-        for off in offsets:
-            va = big_a[off:off + a.size].reshape(a.shape)
-            vb = big_b[off:off + b.size].reshape(b.shape)
+        # each view in a slot of its own (whole 2 MiB pages), so that no view's copy overwrites another's
+        slot_a = -(-(a.size + max(offsets)) // TWO_MIB) * TWO_MIB
+        slot_b = -(-(b.size + max(offsets)) // TWO_MIB) * TWO_MIB
+        big_a = cuda.device_array(slot_a * len(offsets), np.uint8)
+        big_b = cuda.device_array(slot_b * len(offsets), np.uint8)
+        for i, off in enumerate(offsets):
+            va = big_a[i * slot_a + off:i * slot_a + off + a.size].reshape(a.shape)
+            vb = big_b[i * slot_b + off:i * slot_b + off + b.size].reshape(b.shape)
             va.copy_to_device(a)
             vb.copy_to_device(b)
             placements.append((f"off{off}", va, vb))

@@ -1,0 +1,80 @@
+"""The FP8 GEMM (its defaults) and torch._scaled_mm tensorwise in alternating rounds, on the same codes, so that
+both meet the same clocks: at 8192^3 the kernel's time moved by 3-15 % between rounds of one process on an H100
+(scripts/fp8_placement_probe.py), and the bench and fp8_sweep.py time torch once, before or after the kernel.
+One line per shape: each one's median over the rounds, the ratio of the medians, and the median and range of the
+rounds' own ratios (a round: the kernel's median of REPS launches, then torch's); --json writes every round with
+its wall-clock time (to set beside nvidia-smi's clock and power samples).
+
+    python3 scripts/fp8_vs_torch.py [--shapes 8192x8192x8192,4096x4096x4096] [--rounds 10] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def main() -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--shapes", default="8192x8192x8192,4096x4096x4096,4096x7168x2048,4096x2112x7168,4096x24576x1536")
+    p.add_argument("--rounds", type=int, default=10)
+    p.add_argument("--reps", type=int, default=20)
+    p.add_argument("--json")
+    args = p.parse_args()
+
+    import numpy as np
+    import torch
+    from numba import cuda
+
+    from asyncpipe.kernels import fp8_gemm as G
+    from asyncpipe.timing import time_ms, tflops
+
+    records = []
+    for shape in args.shapes.split(","):
+        m, n, k = (int(v) for v in shape.split("x"))
+        a, sa, b, sb = G.random_operands(np.random.default_rng(0), m, n, k)
+        dev = (cuda.to_device(a), G.to_device_scales(sa), cuda.to_device(b), cuda.to_device(sb))
+        d = cuda.device_array((m, n), np.uint16)
+        ours = functools.partial(G.fp8_gemm, *dev, d)
+        x = torch.from_numpy(a).cuda().view(torch.float8_e4m3fn)
+        y = torch.from_numpy(b).cuda().view(torch.float8_e4m3fn).t()
+        one = torch.ones((), device="cuda", dtype=torch.float32)
+        theirs = functools.partial(torch._scaled_mm, x, y, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+        ours()
+        theirs()
+        rounds = []
+        for _ in range(args.rounds):
+            t0 = time.time()
+            t_ours = time_ms(ours, reps=args.reps)
+            t_theirs = time_ms(theirs, reps=args.reps)
+            rounds.append(dict(wall=t0, ours_ms=t_ours, torch_ms=t_theirs))
+        flop = 2.0 * m * n * k
+        med_o = statistics.median(r["ours_ms"] for r in rounds)
+        med_t = statistics.median(r["torch_ms"] for r in rounds)
+        ratios = [r["torch_ms"] / r["ours_ms"] for r in rounds]
+        rec = dict(shape=[m, n, k], ours_tflops=tflops(flop, med_o), torch_tensorwise_tflops=tflops(flop, med_t),
+                   ratio_of_medians=med_t / med_o, round_ratio_median=statistics.median(ratios),
+                   round_ratio_min=min(ratios), round_ratio_max=max(ratios), rounds=rounds)
+        records.append(rec)
+        spread_o = (max(r["ours_ms"] for r in rounds) - min(r["ours_ms"] for r in rounds)) / med_o
+        spread_t = (max(r["torch_ms"] for r in rounds) - min(r["torch_ms"] for r in rounds)) / med_t
+        print(f"{shape:>16}  ours {rec['ours_tflops']:7.1f} TF (spread {spread_o * 100:4.1f} %)  torch "
+              f"{rec['torch_tensorwise_tflops']:7.1f} TF (spread {spread_t * 100:4.1f} %)  ratio {med_t / med_o:.3f}x  "
+              f"rounds {min(ratios):.3f}-{max(ratios):.3f}x (median {statistics.median(ratios):.3f}x)", flush=True)
+    if args.json:
+        name = cuda.get_current_device().name
+        with open(args.json, "w") as f:
+            json.dump(dict(device=name.decode() if isinstance(name, bytes) else name,
+                           commit=os.environ.get("COMMIT", "unknown"), records=records), f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
