@@ -96,9 +96,12 @@ def main() -> int:
                 base = base or tf
                 same = bool(np.array_equal(outs[form], outs[next(iter(outs))]))
                 rec = dict(shape=[m, n, k], form=form, options={**defaults, **opts}, us=ms * 1e3, tflops=tf,
-                           vs_base=tf / base, scaled_mm_tensorwise_tflops=torch_tf, same_d_as_base=same)
+                           vs_base=tf / base, scaled_mm_tensorwise_tflops=torch_tf, same_d_as_base=same,
+                           round_us=[t * 1e3 for t in times[form]])   # each round's median: the spread in time
                 records.append(rec)
-                print(f"{shape:>16} bn{bn:<3} {form:>10} {ms * 1e3:9.2f} us {tf:7.1f} TF  {tf / base:.3f}x base  "
+                spread = (max(times[form]) - min(times[form])) / ms
+                print(f"{shape:>16} bn{bn:<3} {form:>10} {ms * 1e3:9.2f} us (rounds' spread {spread * 100:4.1f} %) "
+                      f"{tf:7.1f} TF  {tf / base:.3f}x base  "
                       f"{tf / torch_tf if torch_tf else float('nan'):.3f}x torch  same D {same}", flush=True)
     if args.json:
         with open(args.json, "w") as f:
