@@ -2,8 +2,9 @@
 both meet the same clocks: at 8192^3 the kernel's time moved by 3-15 % between rounds of one process on an H100
 (scripts/fp8_placement_probe.py), and the bench and fp8_sweep.py time torch once, before or after the kernel.
 One line per shape: each one's median over the rounds, the ratio of the medians, and the median and range of the
-rounds' own ratios (a round: the kernel's median of REPS launches, then torch's); --json writes every round with
-its wall-clock time (to set beside nvidia-smi's clock and power samples).
+rounds' own ratios (a round: the kernel's median of REPS launches and torch's, who goes first alternating from round
+to round); --json writes every round with its wall-clock time (to set beside nvidia-smi's clock and power samples),
+after each shape.
 
     python3 scripts/fp8_vs_torch.py [--shapes 8192x8192x8192,4096x4096x4096] [--rounds 10] [--json out.json]
 """
@@ -50,11 +51,15 @@ def main() -> int:
         ours()
         theirs()
         rounds = []
-        for _ in range(args.rounds):
+        for r in range(args.rounds):
             t0 = time.time()
-            t_ours = time_ms(ours, reps=args.reps)
-            t_theirs = time_ms(theirs, reps=args.reps)
-            rounds.append(dict(wall=t0, ours_ms=t_ours, torch_ms=t_theirs))
+            if r % 2 == 0:                           # who goes first alternates too: a drift in one direction
+                t_ours = time_ms(ours, reps=args.reps)   # favours neither
+                t_theirs = time_ms(theirs, reps=args.reps)
+            else:
+                t_theirs = time_ms(theirs, reps=args.reps)
+                t_ours = time_ms(ours, reps=args.reps)
+            rounds.append(dict(wall=t0, ours_first=r % 2 == 0, ours_ms=t_ours, torch_ms=t_theirs))
         flop = 2.0 * m * n * k
         med_o = statistics.median(r["ours_ms"] for r in rounds)
         med_t = statistics.median(r["torch_ms"] for r in rounds)
@@ -68,11 +73,11 @@ def main() -> int:
         print(f"{shape:>16}  ours {rec['ours_tflops']:7.1f} TF (spread {spread_o * 100:4.1f} %)  torch "
               f"{rec['torch_tensorwise_tflops']:7.1f} TF (spread {spread_t * 100:4.1f} %)  ratio {med_t / med_o:.3f}x  "
               f"rounds {min(ratios):.3f}-{max(ratios):.3f}x (median {statistics.median(ratios):.3f}x)", flush=True)
-    if args.json:
-        name = cuda.get_current_device().name
-        with open(args.json, "w") as f:
-            json.dump(dict(device=name.decode() if isinstance(name, bytes) else name,
-                           commit=os.environ.get("COMMIT", "unknown"), records=records), f, indent=1)
+        if args.json:                                # after every shape: a run cut short keeps what it measured
+            name = cuda.get_current_device().name
+            with open(args.json, "w") as f:
+                json.dump(dict(device=name.decode() if isinstance(name, bytes) else name,
+                               commit=os.environ.get("COMMIT", "unknown"), records=records), f, indent=1)
     return 0
 
 
