@@ -328,8 +328,8 @@ def issue_mmas():
     committed as one group."""
     if not ready:                                   # (the poll before the last promotion found it incomplete)
         consumer_wait(full, st)
-    if TRACE and t == 0 and traced < TRACE:         # a diagnostic build: when the k-block's data was there
-        counters[trace0 + 2 * traced] = int32(ptx.clock64() & uint64(0xFFFFFFFF))
+    if TRACE and t == 0 and traced < TRACE and trace0 + 2 * TRACE <= counters.size:   # a diagnostic build: when
+        counters[trace0 + 2 * traced] = int32(ptx.clock64() & uint64(0xFFFFFFFF))   # the k-block's data was there
     a_desc, b_desc = stage_descriptors(st)
     # (A warpgroup whose rows all lie past M still runs its mmas on TMA's zeros: skipping them by a branch here cost
     # 15-23 % at 64 and 128 wide where no warpgroup is idle, on the H100, 2026-12-05; M <= 64 takes KSPLIT 2 instead.)
@@ -387,7 +387,7 @@ def k_block_promote():
     if LATE_RELEASE:
         ptx.wgmma_wait_group_sync_aligned(0)        # this k-block's mmas are done
     if TRACE:                                       # a diagnostic build: when they were done
-        if t == 0 and traced < TRACE:
+        if t == 0 and traced < TRACE and trace0 + 2 * TRACE <= counters.size:   # (a CTA past the buffer: none)
             counters[trace0 + 2 * traced + 1] = int32(ptx.clock64() & uint64(0xFFFFFFFF))
         traced += 1
     # ---- promotion: acc[4 j + 2 h + e] is row row_t + 8 h, columns 8 j + 2 q + e (d_row_col)
