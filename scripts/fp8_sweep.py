@@ -68,7 +68,7 @@ def main() -> int:
     for shape in args.shapes.split(","):
         m, n, k = (int(v) for v in shape.split("x"))
         a, sa, b, sb = G.random_operands(np.random.default_rng(0), m, n, k)
-        dev = (cuda.to_device(a), G.to_device_scales(sa), cuda.to_device(b), cuda.to_device(sb))
+        dev = G.to_device_operands(a, sa, b, sb)
         d = cuda.device_array((m, n), np.uint16)
         torch_tf = G._scaled_mm_tflops(a, b, 50).get("tensorwise")
         widths = [int(w) for w in args.widths.split(",") if w] or [G.choose_block_n(m, n, sms)]

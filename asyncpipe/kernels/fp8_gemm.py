@@ -475,6 +475,11 @@ def random_operands(rng, m, n, k):
             rng.uniform(0.5, 2.0, (k_blocks(n), kb)).astype(np.float32))
 
 
+def to_device_operands(a, sa, b, sb) -> tuple:
+    """``random_operands``' host arrays as ``fp8_gemm`` takes them on the device: (A, sa K-block-major, B, sb)."""
+    return cuda.to_device(a), to_device_scales(sa), cuda.to_device(b), cuda.to_device(sb)
+
+
 def to_device_scales(sa_host):
     """A host M x KB sa as the K-block-major device layout ``fp8_gemm`` takes."""
     from .fp8_quant import scales_view
@@ -579,7 +584,7 @@ def benchmark(m: int, n: int, k: int, *, stages=None, block_n=None, cluster=None
     from ..timing import time_ms, tflops
 
     a, sa, b, sb = operands if operands is not None else random_operands(np.random.default_rng(0), m, n, k)
-    args = (cuda.to_device(a), to_device_scales(sa), cuda.to_device(b), cuda.to_device(sb))
+    args = to_device_operands(a, sa, b, sb)
     d = cuda.device_array((m, n), np.uint16)
     sms = device_info(API).sm_count
     bn = block_n if block_n is not None else choose_block_n(m, n, sms)
@@ -602,16 +607,15 @@ def benchmark(m: int, n: int, k: int, *, stages=None, block_n=None, cluster=None
     return record
 
 
-def _scaled_mm_tflops(a, b, reps) -> dict:
-    """torch._scaled_mm's TFLOPS on the same codes (unit scales: its cost does not depend on their values),
-    {"tensorwise": ..., "rowwise": ...}; a mode this torch refuses is left out."""
-    from ..timing import time_ms, tflops
-
+def scaled_mm_calls(a, b) -> dict:
+    """``torch._scaled_mm`` e4m3 -> bf16 on the host codes ``a`` (M x K) and ``b`` (N x K), one callable a scaling
+    mode: {"tensorwise": unit scalars, "rowwise": unit row and column vectors} (its cost does not depend on the
+    scales' values); {} without torch. A mode this torch refuses raises when called."""
     try:
         import torch
     except ImportError:
         return {}
-    m, k = a.shape
+    m = a.shape[0]
     n = b.shape[0]
     x = torch.from_numpy(a).cuda().view(torch.float8_e4m3fn)
     y = torch.from_numpy(b).cuda().view(torch.float8_e4m3fn).t()      # K x N, column-major: what cuBLASLt takes
@@ -619,10 +623,20 @@ def _scaled_mm_tflops(a, b, reps) -> dict:
     modes = {"tensorwise": (one, one),
              "rowwise": (torch.ones((m, 1), device="cuda", dtype=torch.float32),
                          torch.ones((1, n), device="cuda", dtype=torch.float32))}
+    return {mode: functools.partial(torch._scaled_mm, x, y, scale_a=s_a, scale_b=s_b, out_dtype=torch.bfloat16)
+            for mode, (s_a, s_b) in modes.items()}
+
+
+def _scaled_mm_tflops(a, b, reps) -> dict:
+    """torch._scaled_mm's TFLOPS on the same codes (``scaled_mm_calls``), {"tensorwise": ..., "rowwise": ...}; a
+    mode this torch refuses is left out."""
+    from ..timing import time_ms, tflops
+
+    m, k = a.shape
+    n = b.shape[0]
     out = {}
-    for mode, (s_a, s_b) in modes.items():
+    for mode, fn in scaled_mm_calls(a, b).items():
         try:
-            fn = functools.partial(torch._scaled_mm, x, y, scale_a=s_a, scale_b=s_b, out_dtype=torch.bfloat16)
             fn()
             out[mode] = tflops(2.0 * m * n * k, time_ms(fn, reps=reps))
         except (RuntimeError, TypeError):
@@ -631,4 +645,4 @@ def _scaled_mm_tflops(a, b, reps) -> dict:
 
 
 __all__ = ["API", "fp8_gemm", "choose_block_n", "choose_cluster", "choose_k_slices", "choose_tail_slices", "wave_efficiency", "TILE_SPEED", "check_fp8_gemm", "reference", "error_bound", "benchmark", "quantize_b_reference",
-           "dequantize_b_reference", "random_operands", "to_device_scales"]
+           "dequantize_b_reference", "random_operands", "to_device_operands", "to_device_scales", "scaled_mm_calls"]

@@ -31,8 +31,7 @@ def simulated_device(monkeypatch):
 def run(rng, m, n, k, stages, gemm=None, **options):
     a, sa, b, sb = G.random_operands(rng, m, n, k)
     d = cuda.to_device(np.full((m, n), 0x7FC0, np.uint16))          # NaN: every element must be written
-    (gemm or G.fp8_gemm)(cuda.to_device(a), G.to_device_scales(sa), cuda.to_device(b), cuda.to_device(sb), d,
-                         stages=stages, **options)
+    (gemm or G.fp8_gemm)(*G.to_device_operands(a, sa, b, sb), d, stages=stages, **options)
     return bf16_to_float32(d.copy_to_host()).astype(np.float64), a, sa, b, sb
 
 
