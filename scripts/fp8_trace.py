@@ -78,7 +78,7 @@ def main() -> int:
     sms = device_info(G.API).sm_count
     block_n = args.block_n or G.choose_block_n(m, n, sms)
     a, sa, b, sb = G.random_operands(np.random.default_rng(0), m, n, k)
-    dev = (cuda.to_device(a), G.to_device_scales(sa), cuda.to_device(b), cuda.to_device(sb))
+    dev = G.to_device_operands(a, sa, b, sb)
     d_plain, d_traced = cuda.device_array((m, n), np.uint16), cuda.device_array((m, n), np.uint16)
     opts = dict(block_n=block_n, cluster=(1, 1), k_slices=1, tail_slices=1, dacc=False)   # TRACE: one block sum
     if args.stagger:
