@@ -63,6 +63,11 @@ wait it out), and read after the mmas' wait; the chunks then start at the next k
 where ``defer_fits``: KSPLIT 1, no pingpong, and two block sums or 192-wide tiles (one block sum with chunks would
 want the peeled scale the same way; not done).
 
+**TRACE (a diagnostic build, never shipped).** With TRACE = B > 0 (one block sum, KSPLIT 1, no K slices), thread 0
+of each consumer warpgroup writes the low 32 bits of ``ptx.clock64`` when it issues each of its first B k-blocks'
+mmas and when their wait ends, into ``counters`` (words ((CTA x 2 + warpgroup - 1) x B + j) x 2 + e, which the host
+sizes for it: ``scripts/fp8_trace.py``). With TRACE 0 the SASS is the shipped kernel's.
+
 **Why promote every 128 of K.** The tensor core's FP8 accumulation keeps fewer bits than fp32 (about 13-14
 measured by DeepSeek); summed over all of K the error would grow with K. Each k-block's sum covers 128
 products only (4 wgmma of 32), then goes into a true fp32 accumulator, scaled: the error stays bounded by
@@ -323,6 +328,8 @@ def issue_mmas():
     committed as one group."""
     if not ready:                                   # (the poll before the last promotion found it incomplete)
         consumer_wait(full, st)
+    if TRACE and t == 0 and traced < TRACE and trace0 + 2 * TRACE <= counters.size:   # a diagnostic build: when
+        counters[trace0 + 2 * traced] = int32(ptx.clock64() & uint64(0xFFFFFFFF))   # the k-block's data was there
     a_desc, b_desc = stage_descriptors(st)
     # (A warpgroup whose rows all lie past M still runs its mmas on TMA's zeros: skipping them by a branch here cost
     # 15-23 % at 64 and 128 wide where no warpgroup is idle, on the H100, 2026-12-05; M <= 64 takes KSPLIT 2 instead.)
@@ -379,6 +386,10 @@ def k_block_promote():
     """One block sum: the k-block's mmas waited for (LATE_RELEASE) and its sum promoted into ``acc``."""
     if LATE_RELEASE:
         ptx.wgmma_wait_group_sync_aligned(0)        # this k-block's mmas are done
+    if TRACE:                                       # a diagnostic build: when they were done
+        if t == 0 and traced < TRACE and trace0 + 2 * TRACE <= counters.size:   # (a CTA past the buffer: none)
+            counters[trace0 + 2 * traced + 1] = int32(ptx.clock64() & uint64(0xFFFFFFFF))
+        traced += 1
     # ---- promotion: acc[4 j + 2 h + e] is row row_t + 8 h, columns 8 j + 2 q + e (d_row_col)
     for i in unroll(N2, llvm=LLVM_LOOPS, nest=8):
         if BN <= SCALE_BLOCK or i < 32:              # columns 0 .. 63: the first block
@@ -656,6 +667,8 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_sb, tma_d, sb, d, ws, counters, M,
         unit = cluster
         tm, ks, tn, slot = walk(unit)
         tiles_done = 0
+        traced = int32(0)                            # TRACE: this warpgroup's k-blocks recorded so far
+        trace0 = (cuda.blockIdx.x * CONSUMERS + wg - 1) * 2 * TRACE   # its first word of the trace (in counters)
         if PINGPONG and wg == 2:
             ptx.bar_arrive(TURN, 2 * W.WARPGROUP_THREADS)     # warpgroup 1 issues first
         kb_lo, kb_hi = k_range(ks, slot)
@@ -847,7 +860,7 @@ def workspace_words(cta_tiles: int, block_n: int, k_slices: int, ksplit: int = 1
 
 
 def kernel_constants(block_n=128, stages=6, cluster=(1, 1), llvm_loops=True, ksplit=1, k_slices=1, epi_bufs=0,
-                     pingpong=False, dacc=None) -> dict:
+                     pingpong=False, dacc=None, trace=0) -> dict:
     """The compile-time constants of one configuration (what ``unrolled`` substitutes). ``llvm_loops``: the
     accumulators' zeroing, promotion and epilogue loops left to LLVM (nested 8 deep, ``unroll(..., nest=8)``)
     instead of expanded statement by statement (False). Offline at 192 wide: 37.9 -> 9.0 s cold, 168 registers, no
@@ -859,6 +872,8 @@ def kernel_constants(block_n=128, stages=6, cluster=(1, 1), llvm_loops=True, ksp
     assert not (pingpong and ksplit == 2), "KSPLIT 2's warpgroups take turns by ring slot already"
     if dacc is None:      # the host's default (fp8_gemm.default_dacc)
         dacc = dacc_fits(block_n, ksplit, pingpong)
+    assert not trace or (not dacc and ksplit == 1 and k_slices == 1), \
+        "TRACE (a diagnostic build: scripts/fp8_trace.py): one block sum, KSPLIT 1, no K slices (counters holds it)"
     assert not dacc or dacc_fits(block_n, ksplit, pingpong), \
         "DACC: KSPLIT 1, at most 128 wide (three sums of registers), no pingpong"
     cm, cn = cluster
@@ -877,7 +892,7 @@ def kernel_constants(block_n=128, stages=6, cluster=(1, 1), llvm_loops=True, ksp
                 EPI_ROUNDS=-(-epilogue_chunks(block_n) // max(1, epi_bufs)), REDUCE_BYTES=reduce_bytes(block_n, ksplit),
                 PINGPONG=int(bool(pingpong)), LATE_RELEASE=int(stages // ksplit >= 2),
                 POLL=int(ksplit == 1), DACC=int(bool(dacc)),
-                DEFER=int(defer_fits(block_n, stages, ksplit, pingpong, dacc)))
+                DEFER=int(defer_fits(block_n, stages, ksplit, pingpong, dacc)), TRACE=int(trace))
 
 
 def make_kernel(**config):

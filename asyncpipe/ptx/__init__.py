@@ -28,7 +28,8 @@ from .tensor_map_type import tensormap, tensormap_ptr   # the numba types of a T
 
 INTRINSICS = {ADDR.name: ADDR}    # kernel-side helpers that are no shim
 
-MODULES = ("cp_async", "mbarrier", "fence", "bulk", "bulk_tensor", "cluster", "warp", "wgmma", "barrier", "convert", "special", "packed")
+MODULES = ("cp_async", "mbarrier", "fence", "bulk", "bulk_tensor", "cluster", "warp", "wgmma", "barrier", "convert", "special", "packed",
+           "timer")
 
 for _stem in MODULES:
     _mod = import_module(f"{__name__}.{_stem}")

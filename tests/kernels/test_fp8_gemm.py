@@ -436,6 +436,22 @@ def test_fp8_gemm_sass_pingpong():
 
 
 @pytest.mark.sass
+def test_fp8_gemm_sass_trace():
+    """The diagnostic build (TRACE, scripts/fp8_trace.py) at the 192-wide default: two clock readings in the k-loop
+    (a k-block's issue and the end of its wait), no local memory; the shipped build has none."""
+    from tests.sass import assert_sass
+
+    def loop(trace):
+        kernel = FK.make_kernel(block_n=192, stages=5, epi_bufs=1, trace=trace)
+        cubin = assert_sass(kernel, FK.kernel_argtypes(), has=("QGMMA",), lacks=("CALL", "LDL", "STL"),
+                            launch_bounds=FK.LAUNCH_BOUNDS)
+        return [i for i in cubin.innermost_loop("QGMMA") if i.opcode.startswith("CS2R") and "SR_CLOCKLO" in i.operands]
+
+    assert len(loop(64)) == 2
+    assert loop(0) == []
+
+
+@pytest.mark.sass
 @pytest.mark.parametrize("block_n, cluster, ksplit, k_slices", [
     (128, (1, 1), 1, 1), (64, (1, 1), 1, 1), (192, (1, 1), 1, 1), (128, (2, 2), 1, 1), (64, (1, 1), 2, 1),
     (128, (1, 2), 2, 1), (64, (1, 1), 2, 4), (192, (1, 1), 1, 2), (128, (1, 2), 1, 8)])
