@@ -55,6 +55,25 @@ def time_ms(fn: Callable[[], object], *, warmup: int = 3, reps: int = 20, stream
     return statistics.median(cuda.event_elapsed_time(start, stop) for start, stop in events)
 
 
+def time_rounds(calls: dict[str, Callable[[], object]], *, rounds: int = 5, reps: int = 20,
+                stream=0) -> dict[str, list[float]]:
+    """Each call's ``time_ms`` in each of ``rounds`` rounds, round-robin, the round's first call moving on by one
+    each round: {name: [ms of round 0, round 1, ...]}. A GPU's clocks drift by several percent from one moment to
+    the next (boost, power, heat), so two kernels timed one after the other are not timed alike; in rounds they
+    meet the same drift, and no call always goes first (on the coolest GPU) or last. Compare the medians of the
+    rounds, or the rounds' own ratios."""
+    if not calls or rounds < 1:
+        raise ValueError(f"time_rounds needs at least one call and one round, got {len(calls)} call(s), "
+                         f"rounds={rounds!r}")
+    names = list(calls)
+    out: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(rounds):
+        for i in range(len(names)):
+            name = names[(r + i) % len(names)]
+            out[name].append(time_ms(calls[name], reps=reps, stream=stream))
+    return out
+
+
 def tflops(flop: float, ms: float) -> float:
     return flop / (ms * 1e-3) / 1e12
 

@@ -61,7 +61,6 @@ def main() -> int:
     p.add_argument("--shape", default="8192x8192x8192")
     p.add_argument("--blocks", type=int, default=1024)
     p.add_argument("--block-n", type=int, help="the tile's width (default: the shape's); one block sum at any")
-    p.add_argument("--stagger", action="store_true", help="fp8_gemm's stagger=True, where the host has it")
     p.add_argument("--json")
     args = p.parse_args()
 
@@ -81,8 +80,6 @@ def main() -> int:
     dev = G.to_device_operands(a, sa, b, sb)
     d_plain, d_traced = cuda.device_array((m, n), np.uint16), cuda.device_array((m, n), np.uint16)
     opts = dict(block_n=block_n, cluster=(1, 1), k_slices=1, tail_slices=1, dacc=False)   # TRACE: one block sum
-    if args.stagger:
-        opts["stagger"] = True
 
     plain = (lambda: G.fp8_gemm(*dev, d_plain, **opts))
     plain()                                          # the shipped kernel's plan, built before the swap
@@ -91,12 +88,10 @@ def main() -> int:
     words = sms * FK.CONSUMERS * args.blocks * 2
     shipped_workspace = G.slice_workspace
 
-    def traced_jit(block_n, stages, cluster, split_k=1, k_slices=1, epi_bufs=0, pingpong=False, dacc=False,
-                   stagger=False):                   # (the host's _jit, where it knows stagger)
-        more = dict(stagger=True) if stagger else {}
+    def traced_jit(block_n, stages, cluster, split_k=1, k_slices=1, epi_bufs=0, pingpong=False, dacc=False):
         return jit(FK.make_kernel(block_n=block_n, stages=stages, cluster=cluster, ksplit=split_k,
                                   k_slices=k_slices, epi_bufs=epi_bufs, pingpong=pingpong, dacc=dacc,
-                                  trace=args.blocks, **more), launch_bounds=FK.LAUNCH_BOUNDS)
+                                  trace=args.blocks), launch_bounds=FK.LAUNCH_BOUNDS)
 
     def traced_workspace(cta_tiles, block_n, k_slices, split_k):
         ws, _ = shipped_workspace(cta_tiles, block_n, k_slices, split_k)

@@ -3,8 +3,7 @@ both meet the same clocks: at 8192^3 the kernel's time moved by 3-15 % between r
 (scripts/fp8_placement_probe.py), and the bench and fp8_sweep.py time torch once, before or after the kernel.
 One line per shape: each one's median over the rounds, the ratio of the medians, and the median and range of the
 rounds' own ratios (a round: the kernel's median of REPS launches and torch's, who goes first alternating from round
-to round); --json writes every round with its wall-clock time (to set beside nvidia-smi's clock and power samples),
-after each shape.
+to round: ``timing.time_rounds``, as the bench times them); --json writes every round, after each shape.
 
     python3 scripts/fp8_vs_torch.py [--shapes 8192x8192x8192,4096x4096x4096] [--rounds 10] [--json out.json]
 """
@@ -17,7 +16,6 @@ import json
 import os
 import statistics
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -34,7 +32,7 @@ def main() -> int:
     from numba import cuda
 
     from asyncpipe.kernels import fp8_gemm as G
-    from asyncpipe.timing import time_ms, tflops
+    from asyncpipe.timing import time_rounds, tflops
 
     records = []
     for shape in args.shapes.split(","):
@@ -42,22 +40,14 @@ def main() -> int:
         a, sa, b, sb = G.random_operands(np.random.default_rng(0), m, n, k)
         d = cuda.device_array((m, n), np.uint16)
         ours = functools.partial(G.fp8_gemm, *G.to_device_operands(a, sa, b, sb), d)
-        theirs = G.scaled_mm_calls(a, b).get("tensorwise")
+        theirs = G.working_scaled_mm_calls(a, b).get("tensorwise")
         if theirs is None:
             print("torch is not installed: there is nothing to alternate with")
             return 1
         ours()
-        theirs()
-        rounds = []
-        for r in range(args.rounds):
-            t0 = time.time()
-            if r % 2 == 0:                           # who goes first alternates too: a drift in one direction
-                t_ours = time_ms(ours, reps=args.reps)   # favours neither
-                t_theirs = time_ms(theirs, reps=args.reps)
-            else:
-                t_theirs = time_ms(theirs, reps=args.reps)
-                t_ours = time_ms(ours, reps=args.reps)
-            rounds.append(dict(wall=t0, ours_first=r % 2 == 0, ours_ms=t_ours, torch_ms=t_theirs))
+        t = time_rounds({"ours": ours, "torch": theirs}, rounds=args.rounds, reps=args.reps)
+        rounds = [dict(ours_first=r % 2 == 0, ours_ms=o, torch_ms=q)
+                  for r, (o, q) in enumerate(zip(t["ours"], t["torch"]))]
         flop = 2.0 * m * n * k
         med_o = statistics.median(r["ours_ms"] for r in rounds)
         med_t = statistics.median(r["torch_ms"] for r in rounds)

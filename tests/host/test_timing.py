@@ -46,3 +46,35 @@ def test_a_slower_host_doubles_the_hold():
     with pytest.warns(RuntimeWarning, match="slower than the hold"):
         ms = time_ms(call, reps=10)
     assert ms < 0.05, ms
+
+
+def test_rounds_go_round_robin_and_each_round_starts_one_further(monkeypatch):
+    """The order of the timed calls (the timing itself is the GPU test below): in round r the call r % n goes first,
+    so no call always meets the GPU first or last."""
+    import asyncpipe.timing as T
+
+    order = []
+    monkeypatch.setattr(T, "time_ms", lambda fn, **kw: (order.append(fn()), 1.0)[1])
+    got = T.time_rounds({"a": lambda: "a", "b": lambda: "b", "c": lambda: "c"}, rounds=4, reps=2)
+    assert order == list("abc" "bca" "cab" "abc")
+    assert got == {"a": [1.0] * 4, "b": [1.0] * 4, "c": [1.0] * 4}
+
+
+@pytest.mark.parametrize("calls, rounds", [({}, 3), ({"a": print}, 0)])
+def test_rounds_need_a_call_and_a_round(calls, rounds):
+    from asyncpipe.timing import time_rounds
+
+    with pytest.raises(ValueError, match=rf"at least one call and one round, got {len(calls)} call\(s\), "
+                                         rf"rounds={rounds}"):
+        time_rounds(calls, rounds=rounds)
+
+
+@pytest.mark.gpu
+def test_rounds_time_each_call_on_the_gpu():
+    from asyncpipe.timing import time_rounds
+
+    call, x = _bumping(0.0)
+    other, y = _bumping(0.0)
+    got = time_rounds({"one": call, "other": other}, rounds=3, reps=5)
+    assert set(got) == {"one", "other"} and all(len(v) == 3 and all(0 < t < 0.05 for t in v) for v in got.values())
+    assert x.copy_to_host()[0] == y.copy_to_host()[0] == 3 * (3 + 5)   # each round: warm-up and timed calls

@@ -8,6 +8,7 @@ itself against the hardware, bit for bit, on the probe's patterns. Without the p
 error would grow with K/128: the K = 7168 cases check it does not.
 """
 
+import importlib.util
 import re
 
 import numpy as np
@@ -833,6 +834,9 @@ def test_fp8_gemm_from_torch_gpu(rng):
 @pytest.mark.gpu
 @pytest.mark.hopper
 def test_benchmark_record_gpu():
-    record = G.benchmark(256, 512, 1024, reps=3)
-    assert "fp8" in record["kernel"] and "gemm" in record["kernel"] and record["tflops"] > 0
+    record = G.benchmark(256, 512, 1024, reps=3, rounds=2)
+    assert "fp8" in record["kernel"] and "gemm" in record["kernel"] and record["tflops"] > 0 and record["rounds"] == 2
+    if importlib.util.find_spec("torch") is not None:   # torch beside it, timed in the same rounds
+        t = record["scaled_mm_tensorwise_tflops"]
+        assert t > 0 and record["vs"]["scaled_mm_tensorwise"] == pytest.approx(record["tflops"] / t)
     print(record)
