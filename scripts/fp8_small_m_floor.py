@@ -1,0 +1,86 @@
+"""Is issue 20's "2x torch._scaled_mm at M <= 128" reachable? One line per small-M shape, every figure timed in the
+same round-robin rounds (``timing.time_rounds``) in one process:
+
+- torch tensorwise and the FP8 GEMM (its defaults) at the shape, and half torch's time: the target;
+- both at the same M and N with K = 128 (one k-block): what a GEMM of this M x N costs before K adds anything;
+- an empty kernel of one block, the least any launch costs between its events;
+- the fastest read of B's bytes we know: torch's sum and amax over B seen as int32 words (a GEMM reads all of B,
+  and A, and writes D); each read kernel, like the GEMMs, calls again and again on the same bytes, so B is as warm
+  in L2 as the GEMMs' B is.
+
+A target below the read floor asks for a GEMM that reads its weights faster than any kernel here reads them.
+
+    python3 scripts/fp8_small_m_floor.py [--shapes 64x7168x2048,...] [--rounds 7] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import statistics
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+SHAPES = ",".join(f"{m}x{n}x{k}" for n, k in ((7168, 2048), (2112, 7168), (24576, 1536)) for m in (64, 128))
+
+
+def main() -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--shapes", default=SHAPES)
+    p.add_argument("--rounds", type=int, default=7)
+    p.add_argument("--reps", type=int, default=20)
+    p.add_argument("--json")
+    args = p.parse_args()
+
+    import numpy as np
+    import torch
+    from numba import cuda
+
+    from asyncpipe.kernels import fp8_gemm as G
+    from asyncpipe.timing import time_rounds
+
+    @cuda.jit
+    def empty():
+        pass
+
+    def gemms(m, n, k):
+        a, sa, b, sb = G.random_operands(np.random.default_rng(0), m, n, k)
+        d = cuda.device_array((m, n), np.uint16)
+        ours = functools.partial(G.fp8_gemm, *G.to_device_operands(a, sa, b, sb), d)
+        ours()
+        return ours, G.working_scaled_mm_calls(a, b)["tensorwise"], b
+
+    records = []
+    print(f"{'shape':>16} {'torch':>7} {'target':>7} {'ours':>7} | {'K=128:':>7} {'ours':>6} {'torch':>6} | "
+          f"{'empty':>6} {'read B':>7} (us)")
+    for shape in args.shapes.split(","):
+        m, n, k = (int(v) for v in shape.split("x"))
+        ours, theirs, b = gemms(m, n, k)
+        ours1, theirs1, _ = gemms(m, n, 128)
+        words = torch.from_numpy(b).cuda().view(torch.int32)
+        calls = dict(ours=ours, torch=theirs, ours_k128=ours1, torch_k128=theirs1, empty=lambda: empty[1, 32](),
+                     sum_b=functools.partial(torch.sum, words), amax_b=functools.partial(torch.amax, words))
+        t = {name: statistics.median(v) * 1e3 for name, v in
+             time_rounds(calls, rounds=args.rounds, reps=args.reps).items()}       # us
+        read = min(t["sum_b"], t["amax_b"])
+        rec = dict(shape=[m, n, k], us=t, target_us=t["torch"] / 2, read_b_us=read, b_bytes=b.nbytes,
+                   read_b_tb_s=b.nbytes / read / 1e6, target_below_read=t["torch"] / 2 < read)
+        records.append(rec)
+        print(f"{shape:>16} {t['torch']:7.2f} {t['torch'] / 2:7.2f} {t['ours']:7.2f} | {'':>7} {t['ours_k128']:6.2f} "
+              f"{t['torch_k128']:6.2f} | {t['empty']:6.2f} {read:7.2f}  (B {b.nbytes / 1e6:.1f} MB read at "
+              f"{rec['read_b_tb_s']:.2f} TB/s; target {'below' if rec['target_below_read'] else 'above'} the read)",
+              flush=True)
+        if args.json:
+            name = cuda.get_current_device().name
+            with open(args.json, "w") as f:
+                json.dump(dict(device=name.decode() if isinstance(name, bytes) else name,
+                               commit=os.environ.get("COMMIT", "unknown"), rounds=args.rounds, records=records), f,
+                          indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
