@@ -1,13 +1,16 @@
 """Where a 192-wide FP8 GEMM's k-blocks spend their cycles, from the SM's own clock: a diagnostic build of the
 kernel (``fp8_gemm_kernel``'s TRACE, off in every shipped kernel) in which thread 0 of each consumer warpgroup
-reads ``ptx.clock64`` when it issues a k-block's mmas and when their wait ends, for the first BLOCKS k-blocks of
-its walk, into the ``counters`` array (which only K slices use otherwise).
+reads ``ptx.clock64`` when it wants a k-block's data, when it issues the k-block's mmas (the data there) and when
+their wait ends, for the first BLOCKS k-blocks of its walk, into the ``counters`` array (which only K slices use
+otherwise).
 
     python3 scripts/fp8_trace.py [--shape 8192x8192x8192] [--blocks 1024] [--json out.json]
 
 Per CTA, then the median over CTAs, in SM cycles:
   mma      a k-block's issue to the end of its wait (the group's run, and its wait behind the other warpgroup's)
-  gap      the end of a k-block's wait to the next k-block's issue (the promotion and the loop)
+  gap      the end of a k-block's wait to the next k-block's issue: promote + data
+  promote  the end of a k-block's wait until the next k-block's data is wanted (the promotion and the loop)
+  data     the next k-block's data wanted until it is there (the full barrier's wait: the loads behind)
   period   issue to issue
   idle     the share of the traced window in which neither warpgroup has a group in flight: the tensor core has
            nothing of this CTA's then (a lower bound on its idle time)
@@ -31,18 +34,21 @@ MACS_PER_CYCLE = 4096        # an SM's dense FP8 wgmma rate (1,979 TFLOPS over 1
 
 
 def analyse(events, block_n):
-    """``events``: (warpgroups 2, k-blocks, 2) int64 cycles of one CTA (issue, wait end), -1 where unwritten."""
+    """``events``: (warpgroups 2, k-blocks, 3) int64 cycles of one CTA (data wanted, issue, wait end), -1 where
+    unwritten."""
     import numpy as np
 
-    n = int(min((events[w, :, 1] >= 0).sum() for w in range(2)))
+    n = int(min((events[w, :, 2] >= 0).sum() for w in range(2)))
     if n < 4:
         return None
     ev = events[:, :n, :].astype(np.int64)
     base = ev[0, 0, 0]
     ev = (ev - base) % (1 << 32)                      # 32-bit readings, relative to the first
-    issue, done = ev[:, :, 0], ev[:, :, 1]
+    wanted, issue, done = ev[:, :, 0], ev[:, :, 1], ev[:, :, 2]
     mma = np.median(done - issue)
     gap = np.median(issue[:, 1:] - done[:, :-1])
+    promote = np.median(wanted[:, 1:] - done[:, :-1])
+    data = np.median(issue[:, 1:] - wanted[:, 1:])
     period = np.median(issue[:, 1:] - issue[:, :-1])
     start, end = issue[:, 1:].min(), done[:, 1:].max()   # the first k-block (the walk's start) left out
     covered, reach = 0, start                        # the union of both warpgroups' [issue, wait end]
@@ -52,7 +58,8 @@ def analyse(events, block_n):
     idle = 1.0 - covered / (end - start)
     phase = np.median(((done[1, 1:] - done[0, 1:]) / period + 0.5) % 1.0 - 0.5)
     ideal = (n - 1) * 128 * block_n * 128 / MACS_PER_CYCLE / (end - start)   # both warpgroups' k-blocks
-    return dict(k_blocks=n, mma=float(mma), gap=float(gap), period=float(period), idle=float(idle),
+    return dict(k_blocks=n, mma=float(mma), gap=float(gap), promote=float(promote), data=float(data),
+                period=float(period), idle=float(idle),
                 phase=float(phase), ideal=float(ideal))
 
 
@@ -85,7 +92,7 @@ def main() -> int:
     plain()                                          # the shipped kernel's plan, built before the swap
 
     made = []                                        # the trace arrays handed out as ``counters``
-    words = sms * FK.CONSUMERS * args.blocks * 2
+    words = sms * FK.CONSUMERS * args.blocks * FK.TRACE_WORDS
     shipped_workspace = G.slice_workspace
 
     def traced_jit(block_n, stages, cluster, split_k=1, k_slices=1, epi_bufs=0, pingpong=False, dacc=False):
@@ -106,12 +113,12 @@ def main() -> int:
     t_traced = statistics.median(time_ms(traced, reps=10) for _ in range(3))
     got = made[-1].copy_to_host()                    # the last launch's readings (every launch writes them all)
     events = np.where(got == -1, -1, got.view(np.uint32).astype(np.int64)).reshape(sms, FK.CONSUMERS,
-                                                                                   args.blocks, 2)
+                                                                                   args.blocks, FK.TRACE_WORDS)
     per_cta = [r for r in (analyse(events[c], block_n) for c in range(sms)) if r]
     if not per_cta:
         print("no CTA walked 4 k-blocks or more: nothing to analyse")
         return 1
-    keys = ("mma", "gap", "period", "idle", "phase", "ideal")
+    keys = ("mma", "gap", "promote", "data", "period", "idle", "phase", "ideal")
     summary = {key: statistics.median(r[key] for r in per_cta) for key in keys}
     spread = {key: np.percentile([r[key] for r in per_cta], [10, 90]).tolist() for key in keys}
     print(f"{m}x{n}x{k}, {block_n} wide: {len(per_cta)} CTAs traced, {per_cta[0]['k_blocks']} k-blocks a warpgroup "

@@ -64,9 +64,10 @@ where ``defer_fits``: KSPLIT 1, no pingpong, and two block sums or 192-wide tile
 want the peeled scale the same way; not done).
 
 **TRACE (a diagnostic build, never shipped).** With TRACE = B > 0 (one block sum, KSPLIT 1, no K slices), thread 0
-of each consumer warpgroup writes the low 32 bits of ``ptx.clock64`` when it issues each of its first B k-blocks'
-mmas and when their wait ends, into ``counters`` (words ((CTA x 2 + warpgroup - 1) x B + j) x 2 + e, which the host
-sizes for it: ``scripts/fp8_trace.py``). With TRACE 0 the SASS is the shipped kernel's.
+of each consumer warpgroup writes the low 32 bits of ``ptx.clock64`` for each of its first B k-blocks when it wants
+the k-block's data, when the data is there (it issues the mmas) and when their wait ends, into ``counters`` (words
+((CTA x 2 + warpgroup - 1) x B + j) x TRACE_WORDS + e, which the host sizes for it: ``scripts/fp8_trace.py``). With
+TRACE 0 the SASS is the shipped kernel's.
 
 **Why promote every 128 of K.** The tensor core's FP8 accumulation keeps fewer bits than fp32 (about 13-14
 measured by DeepSeek); summed over all of K the error would grow with K. Each k-block's sum covers 128
@@ -166,6 +167,7 @@ SB_BOX = 4                          # B's scales a TMA box of flat sb holds: 16 
                                     # 16-byte boundary (constants.TMA_COORD_ALIGN): the k-block's scale is word
                                     # (row + kb) % 4 of it (the others, neighbours' or zeros past sb, go unread)
 SB_PITCH = 128                      # the second box of a 192-wide tile's stage: TMA writes to 128-byte boundaries
+TRACE_WORDS = 3                     # TRACE's readings a k-block: data wanted, data there (issue), mmas done
 DACC_MAX_BLOCK_N = 128              # two block sums and the promoted sums: 3 x 64 fp32 registers a thread at 128
 FULL_MASK = 0xFFFFFFFF
 CLUSTERS = ((1, 1), (2, 1), (1, 2), (2, 2))  # (CM, CN): CTAs of a cluster along M (sharing B) and N (sharing A)
@@ -326,10 +328,12 @@ def b_scales_from_stage():
 def issue_mmas():
     """Slot ``st``'s k-block once its data is in: its 4 k32 mmas into block sum ``h`` (acc_blk, or DACC's acc_blk1),
     committed as one group."""
-    if not ready:                                   # (the poll before the last promotion found it incomplete)
-        consumer_wait(full, st)
-    if TRACE and t == 0 and traced < TRACE and trace0 + 2 * TRACE <= counters.size:   # a diagnostic build: when
-        counters[trace0 + 2 * traced] = int32(ptx.clock64() & uint64(0xFFFFFFFF))   # the k-block's data was there
+    if TRACE and t == 0 and traced < TRACE and trace0 + TRACE_WORDS * TRACE <= counters.size:   # a diagnostic
+        counters[trace0 + TRACE_WORDS * traced] = int32(ptx.clock64() & uint64(0xFFFFFFFF))   # build: when the
+    if not ready:                                   # k-block's data was wanted (the poll before the last promotion
+        consumer_wait(full, st)                     # found it incomplete) ...
+    if TRACE and t == 0 and traced < TRACE and trace0 + TRACE_WORDS * TRACE <= counters.size:   # ... and when it
+        counters[trace0 + TRACE_WORDS * traced + 1] = int32(ptx.clock64() & uint64(0xFFFFFFFF))   # was there
     a_desc, b_desc = stage_descriptors(st)
     # (A warpgroup whose rows all lie past M still runs its mmas on TMA's zeros: skipping them by a branch here cost
     # 15-23 % at 64 and 128 wide where no warpgroup is idle, on the H100, 2026-12-05; M <= 64 takes KSPLIT 2 instead.)
@@ -387,8 +391,8 @@ def k_block_promote():
     if LATE_RELEASE:
         ptx.wgmma_wait_group_sync_aligned(0)        # this k-block's mmas are done
     if TRACE:                                       # a diagnostic build: when they were done
-        if t == 0 and traced < TRACE and trace0 + 2 * TRACE <= counters.size:   # (a CTA past the buffer: none)
-            counters[trace0 + 2 * traced + 1] = int32(ptx.clock64() & uint64(0xFFFFFFFF))
+        if t == 0 and traced < TRACE and trace0 + TRACE_WORDS * TRACE <= counters.size:   # (past the buffer: none)
+            counters[trace0 + TRACE_WORDS * traced + 2] = int32(ptx.clock64() & uint64(0xFFFFFFFF))
         traced += 1
     # ---- promotion: acc[4 j + 2 h + e] is row row_t + 8 h, columns 8 j + 2 q + e (d_row_col)
     for i in unroll(N2, llvm=LLVM_LOOPS, nest=8):
@@ -668,7 +672,7 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_sb, tma_d, sb, d, ws, counters, M,
         tm, ks, tn, slot = walk(unit)
         tiles_done = 0
         traced = int32(0)                            # TRACE: this warpgroup's k-blocks recorded so far
-        trace0 = (cuda.blockIdx.x * CONSUMERS + wg - 1) * 2 * TRACE   # its first word of the trace (in counters)
+        trace0 = (cuda.blockIdx.x * CONSUMERS + wg - 1) * TRACE_WORDS * TRACE   # its first word (in counters)
         if PINGPONG and wg == 2:
             ptx.bar_arrive(TURN, 2 * W.WARPGROUP_THREADS)     # warpgroup 1 issues first
         kb_lo, kb_hi = k_range(ks, slot)
@@ -912,5 +916,5 @@ def kernel_argtypes():
             types.float32[::1], types.int32[::1], types.int32, types.int32, types.int32, types.int32, types.int32, types.int32)
 
 
-__all__ = ["BM", "BK", "BLOCK_NS", "DACC_MAX_BLOCK_N", "dacc_fits", "CLUSTERS", "THREADS", "LAUNCH_BOUNDS", "make_kernel", "kernel_argtypes", "kernel_constants",
+__all__ = ["BM", "BK", "BLOCK_NS", "TRACE_WORDS", "DACC_MAX_BLOCK_N", "dacc_fits", "CLUSTERS", "THREADS", "LAUNCH_BOUNDS", "make_kernel", "kernel_argtypes", "kernel_constants",
            "a_rows", "a_bytes", "stage_bytes", "stage_tx", "sb_by_tma", "sb_boxes", "sb_offset", "shared_bytes", "epilogue_bytes", "epilogue_chunks", "EPILOGUES", "block_shared_bytes", "max_stages", "holders", "workspace_words"]

@@ -438,8 +438,8 @@ def test_fp8_gemm_sass_pingpong():
 
 @pytest.mark.sass
 def test_fp8_gemm_sass_trace():
-    """The diagnostic build (TRACE, scripts/fp8_trace.py) at the 192-wide default: two clock readings in the k-loop
-    (a k-block's issue and the end of its wait), no local memory; the shipped build has none."""
+    """The diagnostic build (TRACE, scripts/fp8_trace.py) at the 192-wide default: three clock readings in the
+    k-loop (a k-block's data wanted, its issue, the end of its wait), no local memory; the shipped build has none."""
     from tests.sass import assert_sass
 
     def loop(trace):
@@ -448,7 +448,7 @@ def test_fp8_gemm_sass_trace():
                             launch_bounds=FK.LAUNCH_BOUNDS)
         return [i for i in cubin.innermost_loop("QGMMA") if i.opcode.startswith("CS2R") and "SR_CLOCKLO" in i.operands]
 
-    assert len(loop(64)) == 2
+    assert len(loop(64)) == FK.TRACE_WORDS == 3
     assert loop(0) == []
 
 
