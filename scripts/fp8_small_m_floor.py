@@ -3,7 +3,9 @@ same round-robin rounds (``timing.time_rounds``) in one process:
 
 - torch tensorwise and the FP8 GEMM (its defaults) at the shape, and half torch's time: the target;
 - both at the same M and N with K = 128 (one k-block): what a GEMM of this M x N costs before K adds anything;
-- an empty kernel of one block, the least any launch costs between its events;
+- an empty kernel of one block, the least any launch costs between its events, and an empty kernel launched as the
+  GEMM is (its grid, 384 threads a block, its cluster and dynamic shared memory: the GEMM's plan's launch), what
+  starting and ending that many CTAs costs;
 - the fastest read of B's bytes we know: torch's sum and amax over B seen as int32 words (a GEMM reads all of B,
   and A, and writes D); each read kernel, like the GEMMs, calls again and again on the same bytes, so B is as warm
   in L2 as the GEMMs' B is.
@@ -39,7 +41,9 @@ def main() -> int:
     import torch
     from numba import cuda
 
+    from asyncpipe.host.launch import prepare_launch
     from asyncpipe.kernels import fp8_gemm as G
+    from asyncpipe.spec.launch import LaunchSequence
     from asyncpipe.timing import time_rounds
 
     @cuda.jit
@@ -53,25 +57,42 @@ def main() -> int:
         ours()
         return ours, G.working_scaled_mm_calls(a, b)["tensorwise"], b
 
+    def launched_as_the_gemm():
+        """An empty kernel with the launch configuration of the plan the last fp8_gemm call ran (its GEMM kernel:
+        the launch with the most threads a block); (None, None) where no plan is kept (the simulator)."""
+        plan = G._plans.latest()
+        if plan is None:
+            return None, None
+        launches = plan.launches if isinstance(plan, LaunchSequence) else (plan,)
+        c = max((p.config for p in launches), key=lambda c: c.threads_per_block)
+        return prepare_launch(empty, c.grid, c.block, cluster=c.cluster, shared_mem=c.shared_mem), c
+
     records = []
     print(f"{'shape':>16} {'torch':>7} {'target':>7} {'ours':>7} | {'K=128:':>7} {'ours':>6} {'torch':>6} | "
-          f"{'empty':>6} {'read B':>7} (us)")
+          f"{'empty':>6} {'as GEMM':>7} {'read B':>7} (us)")
     for shape in args.shapes.split(","):
         m, n, k = (int(v) for v in shape.split("x"))
         ours, theirs, b = gemms(m, n, k)
         ours1, theirs1, _ = gemms(m, n, 128)
+        ours()                                       # its plan the latest
+        empty_as_gemm, config = launched_as_the_gemm()
         words = torch.from_numpy(b).cuda().view(torch.int32)
         calls = dict(ours=ours, torch=theirs, ours_k128=ours1, torch_k128=theirs1, empty=lambda: empty[1, 32](),
+                     **({"empty_as_gemm": empty_as_gemm} if empty_as_gemm else {}),
                      sum_b=functools.partial(torch.sum, words), amax_b=functools.partial(torch.amax, words))
         t = {name: statistics.median(v) * 1e3 for name, v in
              time_rounds(calls, rounds=args.rounds, reps=args.reps).items()}       # us
         read = min(t["sum_b"], t["amax_b"])
         rec = dict(shape=[m, n, k], us=t, target_us=t["torch"] / 2, read_b_us=read, b_bytes=b.nbytes,
+                   gemm_launch=config and dict(grid=list(config.grid), block=list(config.block),
+                                               shared_mem=config.shared_mem,
+                                               cluster=list(config.cluster) if config.cluster else None),
                    read_b_tb_s=b.nbytes / read / 1e6, target_below_read=t["torch"] / 2 < read)
         records.append(rec)
+        as_gemm = f"{t['empty_as_gemm']:7.2f}" if "empty_as_gemm" in t else f"{'-':>7}"
         print(f"{shape:>16} {t['torch']:7.2f} {t['torch'] / 2:7.2f} {t['ours']:7.2f} | {'':>7} {t['ours_k128']:6.2f} "
-              f"{t['torch_k128']:6.2f} | {t['empty']:6.2f} {read:7.2f}  (B {b.nbytes / 1e6:.1f} MB read at "
-              f"{rec['read_b_tb_s']:.2f} TB/s; target {'below' if rec['target_below_read'] else 'above'} the read)",
+              f"{t['torch_k128']:6.2f} | {t['empty']:6.2f} {as_gemm} {read:7.2f}  (B {b.nbytes / 1e6:.1f} MB read "
+              f"at {rec['read_b_tb_s']:.2f} TB/s; target {'below' if rec['target_below_read'] else 'above'} the read)",
               flush=True)
         if args.json:
             name = cuda.get_current_device().name

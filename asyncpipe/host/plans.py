@@ -50,6 +50,10 @@ class PlanCache:
             self._plans.popitem(last=False)
         return plan
 
+    def latest(self):
+        """The plan last built or used (None when empty): for a diagnostic that wants the launch a call made."""
+        return next(reversed(self._plans.values()), None)
+
     def clear(self) -> None:
         self._plans.clear()
 

@@ -35,6 +35,16 @@ def test_option_key_tells_types_apart():
     hash(plans.option_key([2, 1], (1, [2]), None))
 
 
+def test_latest_is_the_plan_last_built_or_used():
+    cache = plans.PlanCache()
+    assert cache.latest() is None
+    cache.put("a", 1)
+    cache.put("b", 2)
+    assert cache.latest() == 2
+    cache.get("a")
+    assert cache.latest() == 1
+
+
 def test_cache_is_lru():
     cache = plans.PlanCache(size=2)
     cache.put("a", 1)
