@@ -328,12 +328,13 @@ def b_scales_from_stage():
 def issue_mmas():
     """Slot ``st``'s k-block once its data is in: its 4 k32 mmas into block sum ``h`` (acc_blk, or DACC's acc_blk1),
     committed as one group."""
-    if TRACE and t == 0 and traced < TRACE and trace0 + TRACE_WORDS * TRACE <= counters.size:   # a diagnostic
-        counters[trace0 + TRACE_WORDS * traced] = int32(ptx.clock64() & uint64(0xFFFFFFFF))   # build: when the
-    if not ready:                                   # k-block's data was wanted (the poll before the last promotion
-        consumer_wait(full, st)                     # found it incomplete) ...
-    if TRACE and t == 0 and traced < TRACE and trace0 + TRACE_WORDS * TRACE <= counters.size:   # ... and when it
-        counters[trace0 + TRACE_WORDS * traced + 1] = int32(ptx.clock64() & uint64(0xFFFFFFFF))   # was there
+    # TRACE (a diagnostic build): when the k-block's data was wanted, and when it was there
+    if TRACE and t == 0 and traced < TRACE and trace0 + TRACE_WORDS * TRACE <= counters.size:
+        counters[trace0 + TRACE_WORDS * traced] = int32(ptx.clock64() & uint64(0xFFFFFFFF))
+    if not ready:                                   # (the poll before the last promotion found it incomplete)
+        consumer_wait(full, st)
+    if TRACE and t == 0 and traced < TRACE and trace0 + TRACE_WORDS * TRACE <= counters.size:
+        counters[trace0 + TRACE_WORDS * traced + 1] = int32(ptx.clock64() & uint64(0xFFFFFFFF))
     a_desc, b_desc = stage_descriptors(st)
     # (A warpgroup whose rows all lie past M still runs its mmas on TMA's zeros: skipping them by a branch here cost
     # 15-23 % at 64 and 128 wide where no warpgroup is idle, on the H100, 2026-12-05; M <= 64 takes KSPLIT 2 instead.)
