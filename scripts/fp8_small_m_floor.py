@@ -3,6 +3,9 @@ same round-robin rounds (``timing.time_rounds``) in one process:
 
 - torch tensorwise and the FP8 GEMM (its defaults) at the shape, and half torch's time: the target;
 - both at the same M and N with K = 128 (one k-block): what a GEMM of this M x N costs before K adds anything;
+- the GEMM built without its tensor maps' acquire fences (``map_fences=False``, a diagnostic build: the host wrote
+  the maps into global memory, and the CUDA guide asks for the fence), at the shape and at K = 128: what the fences
+  (in SASS a descriptor-cache invalidation each, so the first copies fetch the descriptors again) cost a launch;
 - an empty kernel of one block, the least any launch costs between its events, and an empty kernel launched as the
   GEMM is (its grid, 384 threads a block, its cluster and dynamic shared memory: the GEMM's plan's launch), what
   starting and ending that many CTAs costs;
@@ -39,10 +42,12 @@ def main() -> int:
 
     import numpy as np
     import torch
-    from numba import cuda
+    from numba import config, cuda
 
     from asyncpipe.host.launch import prepare_launch
+    from asyncpipe.jit_cache import jit
     from asyncpipe.kernels import fp8_gemm as G
+    from asyncpipe.kernels import fp8_gemm_kernel as FK
     from asyncpipe.spec.launch import LaunchSequence
     from asyncpipe.timing import time_rounds
 
@@ -50,12 +55,32 @@ def main() -> int:
     def empty():
         pass
 
+    def unfenced_jit(block_n, stages, cluster, split_k=1, k_slices=1, epi_bufs=0, pingpong=False, dacc=False):
+        return jit(FK.make_kernel(block_n=block_n, stages=stages, cluster=cluster, ksplit=split_k, k_slices=k_slices,
+                                  epi_bufs=epi_bufs, pingpong=pingpong, dacc=dacc, map_fences=False),
+                   launch_bounds=FK.LAUNCH_BOUNDS)
+
     def gemms(m, n, k):
+        """The shipped GEMM, torch's tensorwise call, B, and the GEMM without the maps' fences (its plan built with
+        the swapped ``_jit``, on a D of its own: the plan cache tells the two apart by D's address; None in the
+        simulator, which refuses a copy through a map no fence acquired)."""
         a, sa, b, sb = G.random_operands(np.random.default_rng(0), m, n, k)
-        d = cuda.device_array((m, n), np.uint16)
-        ours = functools.partial(G.fp8_gemm, *G.to_device_operands(a, sa, b, sb), d)
+        dev = G.to_device_operands(a, sa, b, sb)
+        d, d_bare = cuda.device_array((m, n), np.uint16), cuda.device_array((m, n), np.uint16)
+        ours = functools.partial(G.fp8_gemm, *dev, d)
         ours()
-        return ours, G.working_scaled_mm_calls(a, b)["tensorwise"], b
+        theirs = G.working_scaled_mm_calls(a, b)["tensorwise"]
+        if config.ENABLE_CUDASIM:
+            return ours, theirs, b, None
+        shipped, G._jit = G._jit, unfenced_jit
+        try:
+            bare = functools.partial(G.fp8_gemm, *dev, d_bare)
+            bare()
+        finally:
+            G._jit = shipped
+        if not np.array_equal(d.copy_to_host(), d_bare.copy_to_host()):
+            raise SystemExit(f"{m}x{n}x{k}: the GEMM without the maps' fences wrote another D")
+        return ours, theirs, b, bare
 
     def launched_as_the_gemm():
         """An empty kernel with the launch configuration of the plan the last fp8_gemm call ran (its GEMM kernel:
@@ -68,16 +93,17 @@ def main() -> int:
         return prepare_launch(empty, c.grid, c.block, cluster=c.cluster, shared_mem=c.shared_mem), c
 
     records = []
-    print(f"{'shape':>16} {'torch':>7} {'target':>7} {'ours':>7} | {'K=128:':>7} {'ours':>6} {'torch':>6} | "
-          f"{'empty':>6} {'as GEMM':>7} {'read B':>7} (us)")
+    print(f"{'shape':>16} {'torch':>7} {'target':>7} {'ours':>7} {'unfenced':>8} | {'K=128:':>7} {'ours':>6} "
+          f"{'unfenced':>8} {'torch':>6} | {'empty':>6} {'as GEMM':>7} {'read B':>7} (us)")
     for shape in args.shapes.split(","):
         m, n, k = (int(v) for v in shape.split("x"))
-        ours, theirs, b = gemms(m, n, k)
-        ours1, theirs1, _ = gemms(m, n, 128)
+        ours, theirs, b, bare = gemms(m, n, k)
+        ours1, theirs1, _, bare1 = gemms(m, n, 128)
         ours()                                       # its plan the latest
         empty_as_gemm, config = launched_as_the_gemm()
         words = torch.from_numpy(b).cuda().view(torch.int32)
         calls = dict(ours=ours, torch=theirs, ours_k128=ours1, torch_k128=theirs1, empty=lambda: empty[1, 32](),
+                     **({"unfenced": bare, "unfenced_k128": bare1} if bare else {}),
                      **({"empty_as_gemm": empty_as_gemm} if empty_as_gemm else {}),
                      sum_b=functools.partial(torch.sum, words), amax_b=functools.partial(torch.amax, words))
         t = {name: statistics.median(v) * 1e3 for name, v in
@@ -90,8 +116,10 @@ def main() -> int:
                    read_b_tb_s=b.nbytes / read / 1e6, target_below_read=t["torch"] / 2 < read)
         records.append(rec)
         as_gemm = f"{t['empty_as_gemm']:7.2f}" if "empty_as_gemm" in t else f"{'-':>7}"
-        print(f"{shape:>16} {t['torch']:7.2f} {t['torch'] / 2:7.2f} {t['ours']:7.2f} | {'':>7} {t['ours_k128']:6.2f} "
-              f"{t['torch_k128']:6.2f} | {t['empty']:6.2f} {as_gemm} {read:7.2f}  (B {b.nbytes / 1e6:.1f} MB read "
+        unfenced, unfenced1 = (f"{t[key]:8.2f}" if key in t else f"{'-':>8}" for key in ("unfenced", "unfenced_k128"))
+        print(f"{shape:>16} {t['torch']:7.2f} {t['torch'] / 2:7.2f} {t['ours']:7.2f} {unfenced} | {'':>7} "
+              f"{t['ours_k128']:6.2f} {unfenced1} {t['torch_k128']:6.2f} | {t['empty']:6.2f} {as_gemm} "
+              f"{read:7.2f}  (B {b.nbytes / 1e6:.1f} MB read "
               f"at {rec['read_b_tb_s']:.2f} TB/s; target {'below' if rec['target_below_read'] else 'above'} the read)",
               flush=True)
         if args.json:

@@ -558,11 +558,12 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_sb, tma_d, sb, d, ws, counters, M,
         # ---- producer warpgroup: gives its registers away, one thread issues every copy ----------
         ptx.setmaxnreg_dec_sync_aligned_u32(PRODUCER_REGS)
         if tid == 0:
-            ptx.fence_proxy_tensormap_generic_acquire_sys(ptx.addr(tma_a, 0))   # the host wrote the maps
-            ptx.fence_proxy_tensormap_generic_acquire_sys(ptx.addr(tma_b, 0))
-            ptx.fence_proxy_tensormap_generic_acquire_sys(ptx.addr(tma_sa, 0))
-            if SB_TMA:
-                ptx.fence_proxy_tensormap_generic_acquire_sys(ptx.addr(tma_sb, 0))
+            if MAP_FENCES:                                   # the host wrote the maps
+                ptx.fence_proxy_tensormap_generic_acquire_sys(ptx.addr(tma_a, 0))
+                ptx.fence_proxy_tensormap_generic_acquire_sys(ptx.addr(tma_b, 0))
+                ptx.fence_proxy_tensormap_generic_acquire_sys(ptx.addr(tma_sa, 0))
+                if SB_TMA:
+                    ptx.fence_proxy_tensormap_generic_acquire_sys(ptx.addr(tma_sb, 0))
             st = pipeline_state(0, 0)
             unit = cluster                                   # units cluster, + clusters, ... (tail_coords)
             while unit < units:
@@ -633,7 +634,7 @@ def fp8_gemm_kernel(tma_a, tma_b, tma_sa, tma_sb, tma_d, sb, d, ws, counters, M,
                 # other SASS, a k-loop 1 longer or shorter by configuration, not the one timed)
                 ptx.mbarrier_arrive_shared_cluster(empty_peer + uint32(st.stage * 8))
 
-        if EPI_TMA and lane0:                        # the TMA epilogue's storing threads: the host wrote D's map
+        if MAP_FENCES and EPI_TMA and lane0:         # the TMA epilogue's storing threads: the host wrote D's map
             ptx.fence_proxy_tensormap_generic_acquire_sys(ptx.addr(tma_d, 0))
         reduce_word = (pad + STAGES * STAGE_BYTES) // SCALE_BYTES   # KSPLIT 2: warpgroup 2's sums, past the ring
         acc = cuda.local.array(N2, float32)          # the promoted fp32 sums: registers (constant indices)
@@ -865,12 +866,15 @@ def workspace_words(cta_tiles: int, block_n: int, k_slices: int, ksplit: int = 1
 
 
 def kernel_constants(block_n=128, stages=6, cluster=(1, 1), llvm_loops=True, ksplit=1, k_slices=1, epi_bufs=0,
-                     pingpong=False, dacc=None, trace=0) -> dict:
+                     pingpong=False, dacc=None, trace=0, map_fences=True) -> dict:
     """The compile-time constants of one configuration (what ``unrolled`` substitutes). ``llvm_loops``: the
     accumulators' zeroing, promotion and epilogue loops left to LLVM (nested 8 deep, ``unroll(..., nest=8)``)
     instead of expanded statement by statement (False). Offline at 192 wide: 37.9 -> 9.0 s cold, 168 registers, no
     local memory, 1024 instructions against 1072. On the H200 (9b0fab2): the 88 GPU tests and memcheck/racecheck/
-    synccheck pass, speed 0.995-1.033x the expanded form's committed ratios to torch (bench/h200_fp8_speed_9b0fab2.json)."""
+    synccheck pass, speed 0.995-1.033x the expanded form's committed ratios to torch (bench/h200_fp8_speed_9b0fab2.json).
+    ``map_fences=False``: a diagnostic build without the tensor maps' acquire fences (what they cost a launch,
+    ``scripts/fp8_small_m_floor.py``); never shipped: the host writes the maps into global memory, and the CUDA
+    guide asks for the fence before the tensormap proxy reads them."""
     assert block_n in BLOCK_NS and tuple(cluster) in CLUSTERS and ksplit in KSPLITS, (block_n, cluster, ksplit)
     assert 1 <= k_slices <= MAX_KSLICES, k_slices
     assert 0 <= epi_bufs <= epilogue_chunks(block_n), (epi_bufs, block_n)
@@ -897,7 +901,7 @@ def kernel_constants(block_n=128, stages=6, cluster=(1, 1), llvm_loops=True, ksp
                 EPI_ROUNDS=-(-epilogue_chunks(block_n) // max(1, epi_bufs)), REDUCE_BYTES=reduce_bytes(block_n, ksplit),
                 PINGPONG=int(bool(pingpong)), LATE_RELEASE=int(stages // ksplit >= 2),
                 POLL=int(ksplit == 1), DACC=int(bool(dacc)),
-                DEFER=int(defer_fits(block_n, stages, ksplit, pingpong, dacc)), TRACE=int(trace))
+                DEFER=int(defer_fits(block_n, stages, ksplit, pingpong, dacc)), TRACE=int(trace), MAP_FENCES=int(bool(map_fences)))
 
 
 def make_kernel(**config):

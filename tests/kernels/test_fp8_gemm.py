@@ -453,6 +453,23 @@ def test_fp8_gemm_sass_trace():
 
 
 @pytest.mark.sass
+def test_fp8_gemm_sass_map_fences():
+    """The tensor maps' acquire fences: one descriptor-cache invalidation (UTMACCTL.IV) per map the kernel reads
+    (A, B, sa; D's in the TMA epilogue) in the shipped build; none in the diagnostic build without them
+    (map_fences=False, scripts/fp8_small_m_floor.py)."""
+    from tests.sass import assert_sass
+
+    def invalidations(fences):
+        kernel = FK.make_kernel(block_n=64, stages=8, epi_bufs=1, map_fences=fences)
+        cubin = assert_sass(kernel, FK.kernel_argtypes(), has=("QGMMA",), lacks=("CALL", "LDL", "STL"),
+                            launch_bounds=FK.LAUNCH_BOUNDS)
+        return [i for i in cubin.instructions if i.opcode.startswith("UTMACCTL")]
+
+    assert len(invalidations(True)) == 4
+    assert invalidations(False) == []
+
+
+@pytest.mark.sass
 @pytest.mark.parametrize("block_n, cluster, ksplit, k_slices", [
     (128, (1, 1), 1, 1), (64, (1, 1), 1, 1), (192, (1, 1), 1, 1), (128, (2, 2), 1, 1), (64, (1, 1), 2, 1),
     (128, (1, 2), 2, 1), (64, (1, 1), 2, 4), (192, (1, 1), 1, 2), (128, (1, 2), 1, 8)])
