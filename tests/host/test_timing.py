@@ -75,6 +75,10 @@ def test_rounds_time_each_call_on_the_gpu():
 
     call, x = _bumping(0.0)
     other, y = _bumping(0.0)
-    got = time_rounds({"one": call, "other": other}, rounds=3, reps=5)
+    with warnings.catch_warnings(record=True) as retries:     # (a busy host may miss a hold: that pass runs again)
+        warnings.simplefilter("always")
+        got = time_rounds({"one": call, "other": other}, rounds=3, reps=5)
     assert set(got) == {"one", "other"} and all(len(v) == 3 and all(0 < t < 0.05 for t in v) for v in got.values())
-    assert x.copy_to_host()[0] == y.copy_to_host()[0] == 3 * (3 + 5)   # each round: warm-up and timed calls
+    again = sum("slower than the hold" in str(w.message) for w in retries)
+    # each round: each call's warm-up (3) and timed calls (5), once per pass
+    assert x.copy_to_host()[0] + y.copy_to_host()[0] == 2 * 3 * (3 + 5) + 5 * again
