@@ -1,6 +1,6 @@
 """Does the FP8 GEMM's speed depend on where its operands lie in memory? One process, one shape, the same codes
 placed several ways: fresh allocations (numba's allocator, as fp8_sweep.py gets them) and views into one large
-buffer at given byte offsets (A and B each); every placement timed ROUNDS times, interleaved, torch._scaled_mm
+buffer at given byte offsets (A and B each); every placement timed ROUNDS times, round-robin (``timing.time_rounds``), torch._scaled_mm
 tensorwise once beside them. One line per placement: A's and B's addresses modulo 2 MiB, TFLOPS (median of the
 rounds' medians, and the rounds' spread), the ratio to the first placement and to torch, and whether D equals the
 first placement's bit for bit.
@@ -15,7 +15,6 @@ torch's, timed in the same processes, stayed within 0.5 % (bench/h200.md, twenty
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -38,7 +37,7 @@ def main() -> int:
     from numba import cuda
 
     from asyncpipe.kernels import fp8_gemm as G
-    from asyncpipe.timing import time_ms, tflops
+    from asyncpipe.timing import time_rounds, tflops
 
     m, n, k = (int(v) for v in args.shape.split("x"))
     a, sa, b, sb = G.random_operands(np.random.default_rng(0), m, n, k)
@@ -66,15 +65,12 @@ def main() -> int:
     def address(arr):
         return int(arr.__cuda_array_interface__["data"][0])
 
-    runs, outs, times = {}, {}, {}
+    runs, outs = {}, {}
     for name, da, db in placements:
         runs[name] = (lambda da=da, db=db: G.fp8_gemm(da, dsa, db, dsb, d))
         runs[name]()
         outs[name] = d.copy_to_host()
-        times[name] = []
-    for _ in range(args.rounds):
-        for name, run in runs.items():
-            times[name].append(time_ms(run, reps=args.reps))
+    times = time_rounds(runs, rounds=args.rounds, reps=args.reps)
 
     records, first = [], None
     for name, da, db in placements:
@@ -92,10 +88,9 @@ def main() -> int:
               f"(rounds' spread {spread * 100:4.1f} %)  {tf / first:.3f}x first  "
               f"{tf / torch_tf if torch_tf else float('nan'):.3f}x torch  same D {same}", flush=True)
     if args.json:
-        name = cuda.get_current_device().name
-        with open(args.json, "w") as f:
-            json.dump(dict(device=name.decode() if isinstance(name, bytes) else name, shape=[m, n, k],
-                           commit=os.environ.get("COMMIT", "unknown"), records=records), f, indent=1)
+        from ab_record import write
+
+        write(args.json, shape=[m, n, k], records=records)
     return 0
 
 

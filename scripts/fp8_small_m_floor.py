@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
 import os
 import statistics
 import sys
@@ -100,7 +99,7 @@ def main() -> int:
         ours, theirs, b, bare = gemms(m, n, k)
         ours1, theirs1, _, bare1 = gemms(m, n, 128)
         ours()                                       # its plan the latest
-        empty_as_gemm, config = launched_as_the_gemm()
+        empty_as_gemm, gemm_config = launched_as_the_gemm()
         words = torch.from_numpy(b).cuda().view(torch.int32)
         calls = dict(ours=ours, torch=theirs, ours_k128=ours1, torch_k128=theirs1, empty=lambda: empty[1, 32](),
                      **({"unfenced": bare, "unfenced_k128": bare1} if bare else {}),
@@ -110,9 +109,9 @@ def main() -> int:
              time_rounds(calls, rounds=args.rounds, reps=args.reps).items()}       # us
         read = min(t["sum_b"], t["amax_b"])
         rec = dict(shape=[m, n, k], us=t, target_us=t["torch"] / 2, read_b_us=read, b_bytes=b.nbytes,
-                   gemm_launch=config and dict(grid=list(config.grid), block=list(config.block),
-                                               shared_mem=config.shared_mem,
-                                               cluster=list(config.cluster) if config.cluster else None),
+                   gemm_launch=gemm_config and dict(grid=list(gemm_config.grid), block=list(gemm_config.block),
+                                                    shared_mem=gemm_config.shared_mem,
+                                                    cluster=list(gemm_config.cluster) if gemm_config.cluster else None),
                    read_b_tb_s=b.nbytes / read / 1e6, target_below_read=t["torch"] / 2 < read)
         records.append(rec)
         as_gemm = f"{t['empty_as_gemm']:7.2f}" if "empty_as_gemm" in t else f"{'-':>7}"
@@ -122,12 +121,10 @@ def main() -> int:
               f"{read:7.2f}  (B {b.nbytes / 1e6:.1f} MB read "
               f"at {rec['read_b_tb_s']:.2f} TB/s; target {'below' if rec['target_below_read'] else 'above'} the read)",
               flush=True)
-        if args.json:
-            name = cuda.get_current_device().name
-            with open(args.json, "w") as f:
-                json.dump(dict(device=name.decode() if isinstance(name, bytes) else name,
-                               commit=os.environ.get("COMMIT", "unknown"), rounds=args.rounds, records=records), f,
-                          indent=1)
+        if args.json:                                # after every shape: a run cut short keeps what it measured
+            from ab_record import write
+
+            write(args.json, rounds=args.rounds, records=records)
     return 0
 
 

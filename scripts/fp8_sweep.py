@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import json
 import os
 import statistics
 import sys
@@ -60,10 +59,9 @@ def main() -> int:
     from asyncpipe.errors import AsyncpipeError
     from asyncpipe.host import device_info
     from asyncpipe.kernels import fp8_gemm as G
-    from asyncpipe.timing import time_ms, tflops
+    from asyncpipe.timing import time_rounds, tflops
 
     sms = device_info(G.API).sm_count
-    name = cuda.get_current_device().name
     records = []
     for shape in args.shapes.split(","):
         m, n, k = (int(v) for v in shape.split("x"))
@@ -83,10 +81,8 @@ def main() -> int:
                     # of fp8_gemm does not know (scripts/fp8_swap_ab.sh's older kernels): said, then left out
                     print(f"{shape:>16} bn{bn:<3} {form:>10} refused: {e}", flush=True)
                     continue
-                runs[form], outs[form], times[form] = run, d.copy_to_host(), []
-            for _ in range(args.rounds):
-                for form, run in runs.items():
-                    times[form].append(time_ms(run, reps=args.reps))
+                runs[form], outs[form] = run, d.copy_to_host()
+            times = time_rounds(runs, rounds=args.rounds, reps=args.reps) if runs else {}
             base = None
             for form, opts in forms:
                 if form not in runs:
@@ -104,9 +100,9 @@ def main() -> int:
                       f"{tf:7.1f} TF  {tf / base:.3f}x base  "
                       f"{tf / torch_tf if torch_tf else float('nan'):.3f}x torch  same D {same}", flush=True)
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(dict(device=name.decode() if isinstance(name, bytes) else name, forms=args.forms,
-                           commit=os.environ.get("COMMIT", "unknown"), records=records), f, indent=1)
+        from ab_record import write
+
+        write(args.json, forms=args.forms, records=records)
     return 0
 
 

@@ -24,7 +24,6 @@ Needs a GPU; the host's own plan is used, with ``_jit`` and ``slice_workspace`` 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -129,12 +128,10 @@ def main() -> int:
     print("10th / 90th percentiles over CTAs: " + ", ".join(f"{key} {lo:.3g} / {hi:.3g}"
                                                             for key, (lo, hi) in spread.items()))
     if args.json:
-        name = cuda.get_current_device().name
-        with open(args.json, "w") as f:
-            json.dump(dict(device=name.decode() if isinstance(name, bytes) else name, shape=[m, n, k],
-                           block_n=block_n, commit=os.environ.get("COMMIT", "unknown"), us_traced=t_traced * 1e3,
-                           us_plain=t_plain * 1e3, same_d=same, summary=summary, percentiles=spread,
-                           per_cta=per_cta, cta0_events=events[0].tolist()), f)
+        from ab_record import write
+
+        write(args.json, shape=[m, n, k], block_n=block_n, us_traced=t_traced * 1e3, us_plain=t_plain * 1e3,
+              same_d=same, summary=summary, percentiles=spread, per_cta=per_cta, cta0_events=events[0].tolist())
     return 0
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
 import os
 import statistics
 import sys
@@ -62,10 +61,9 @@ def main() -> int:
               f"{rec['torch_tensorwise_tflops']:7.1f} TF (spread {spread_t * 100:4.1f} %)  ratio {med_t / med_o:.3f}x  "
               f"rounds {min(ratios):.3f}-{max(ratios):.3f}x (median {statistics.median(ratios):.3f}x)", flush=True)
         if args.json:                                # after every shape: a run cut short keeps what it measured
-            name = cuda.get_current_device().name
-            with open(args.json, "w") as f:
-                json.dump(dict(device=name.decode() if isinstance(name, bytes) else name,
-                               commit=os.environ.get("COMMIT", "unknown"), records=records), f, indent=1)
+            from ab_record import write
+
+            write(args.json, records=records)
     return 0
 
 
