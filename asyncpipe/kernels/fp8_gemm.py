@@ -323,9 +323,12 @@ _plans = PlanCache()
 
 
 @functools.lru_cache(maxsize=None)
-def _jit(block_n, stages, cluster, split_k=1, k_slices=1, epi_bufs=0, pingpong=False, dacc=False):
+def _jit(block_n, stages, cluster, split_k=1, k_slices=1, epi_bufs=0, pingpong=False, dacc=False, **diagnostic):
+    """The compiled kernel of one configuration. ``diagnostic``: further ``kernel_constants`` options of a diagnostic
+    build (``trace``, ``map_fences``), which scripts pass by swapping in ``functools.partial(_jit, ...)``."""
     return jit(FK.make_kernel(block_n=block_n, stages=stages, cluster=cluster, ksplit=split_k, k_slices=k_slices,
-                              epi_bufs=epi_bufs, pingpong=pingpong, dacc=dacc), launch_bounds=FK.LAUNCH_BOUNDS)
+                              epi_bufs=epi_bufs, pingpong=pingpong, dacc=dacc, **diagnostic),
+               launch_bounds=FK.LAUNCH_BOUNDS)
 
 
 def slice_workspace(cta_tiles: int, block_n: int, k_slices: int, split_k: int) -> tuple:
