@@ -328,12 +328,14 @@ def b_scales_from_stage():
 def issue_mmas():
     """Slot ``st``'s k-block once its data is in: its 4 k32 mmas into block sum ``h`` (acc_blk, or DACC's acc_blk1),
     committed as one group."""
-    # TRACE (a diagnostic build): when the k-block's data was wanted, and when it was there
-    if TRACE and t == 0 and traced < TRACE and trace0 + TRACE_WORDS * TRACE <= counters.size:
+    # TRACE (a diagnostic build): thread 0 records this k-block (none past the trace's share or the buffer) when
+    # its data was wanted, when it was there, and (k_block_promote) when its mmas were done
+    tracing = TRACE and t == 0 and traced < TRACE and trace0 + TRACE_WORDS * TRACE <= counters.size
+    if tracing:
         counters[trace0 + TRACE_WORDS * traced] = int32(ptx.clock64() & uint64(0xFFFFFFFF))
     if not ready:                                   # (the poll before the last promotion found it incomplete)
         consumer_wait(full, st)
-    if TRACE and t == 0 and traced < TRACE and trace0 + TRACE_WORDS * TRACE <= counters.size:
+    if tracing:
         counters[trace0 + TRACE_WORDS * traced + 1] = int32(ptx.clock64() & uint64(0xFFFFFFFF))
     a_desc, b_desc = stage_descriptors(st)
     # (A warpgroup whose rows all lie past M still runs its mmas on TMA's zeros: skipping them by a branch here cost
@@ -392,7 +394,7 @@ def k_block_promote():
     if LATE_RELEASE:
         ptx.wgmma_wait_group_sync_aligned(0)        # this k-block's mmas are done
     if TRACE:                                       # a diagnostic build: when they were done
-        if t == 0 and traced < TRACE and trace0 + TRACE_WORDS * TRACE <= counters.size:   # (past the buffer: none)
+        if tracing:
             counters[trace0 + TRACE_WORDS * traced + 2] = int32(ptx.clock64() & uint64(0xFFFFFFFF))
         traced += 1
     # ---- promotion: acc[4 j + 2 h + e] is row row_t + 8 h, columns 8 j + 2 q + e (d_row_col)
